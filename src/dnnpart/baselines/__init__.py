@@ -1,0 +1,1 @@
+"""The papers' baselines, registered like solvers (same signature, same result)."""

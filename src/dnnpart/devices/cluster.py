@@ -1,0 +1,142 @@
+"""Devices and the links between them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+ACCELERATOR = "accelerator"
+CPU = "cpu"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Device:
+    """One device.
+
+    Parameters
+    ----------
+    name : unique name, e.g. ``"acc0"``.
+    kind : ``"accelerator"`` or ``"cpu"`` (a column of the graph's compute times).
+    memory_bytes : capacity; ``inf`` for host CPUs, whose memory the paper leaves unbounded.
+    speed : relative speed; a node's time on this device is its time for the kind / speed.
+    """
+
+    name: str
+    kind: str
+    memory_bytes: float = math.inf
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("device name must be non-empty")
+        if self.kind not in (ACCELERATOR, CPU):
+            raise ValueError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
+        if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
+            raise ValueError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
+        if not (math.isfinite(self.speed) and self.speed > 0):
+            raise ValueError(f"device {self.name}: speed must be a finite number > 0, got {self.speed}")
+
+    @property
+    def is_accelerator(self) -> bool:
+        return self.kind == ACCELERATOR
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Cluster:
+    """A set of devices, host links and device-to-device links.
+
+    Parameters
+    ----------
+    devices : the devices; plans refer to them by index.
+    host_link_scale : ``(d,)`` factor on an edge's reference transfer cost for each device's
+        link to host DRAM (1.0 = the reference link the graph's costs were measured on).
+    bandwidth : ``(d, d)`` device-to-device bandwidth in bytes/s (``inf`` on the diagonal).
+    latency : ``(d, d)`` device-to-device latency in seconds.
+    group : ``(d,)`` index of the machine/node each device sits in (two-level hierarchies).
+
+    Examples
+    --------
+    >>> from dnnpart.devices import reference_cluster
+    >>> c = reference_cluster(n_accelerators=2, n_cpus=1, memory_bytes=16e9)
+    >>> [d.name for d in c.devices], c.n_accelerators
+    (['acc0', 'acc1', 'cpu0'], 2)
+    """
+
+    devices: tuple[Device, ...]
+    host_link_scale: FloatArray = field(default_factory=lambda: np.zeros(0))
+    bandwidth: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    latency: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    group: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        d = len(self.devices)
+        if d == 0:
+            raise ValueError("a cluster needs at least one device")
+        names = [dev.name for dev in self.devices]
+        if len(set(names)) != d:
+            dup = next(x for x in names if names.count(x) > 1)
+            raise ValueError(f"duplicate device name {dup!r}")
+        defaults = {
+            "host_link_scale": np.ones(d),
+            "bandwidth": np.full((d, d), math.inf),
+            "latency": np.zeros((d, d)),
+            "group": np.zeros(d, np.int64),
+        }
+        for attr, default in defaults.items():
+            arr = getattr(self, attr)
+            if arr.size == 0:
+                arr = default
+            arr = np.array(arr, dtype=default.dtype)
+            if arr.shape != default.shape:
+                raise ValueError(f"cluster {attr}: expected shape {default.shape}, got {arr.shape}")
+            if arr.dtype.kind == "f" and (np.any(np.isnan(arr)) or np.any(arr < 0)):
+                raise ValueError(f"cluster {attr}: values must be >= 0")
+            arr.flags.writeable = False
+            object.__setattr__(self, attr, arr)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def accelerators(self) -> tuple[int, ...]:
+        return tuple(i for i, d in enumerate(self.devices) if d.is_accelerator)
+
+    @property
+    def cpus(self) -> tuple[int, ...]:
+        return tuple(i for i, d in enumerate(self.devices) if not d.is_accelerator)
+
+    @property
+    def n_accelerators(self) -> int:
+        return len(self.accelerators)
+
+    @property
+    def n_cpus(self) -> int:
+        return len(self.cpus)
+
+    def is_accelerator(self) -> npt.NDArray[np.bool_]:
+        """Mask over devices."""
+        return np.array([d.is_accelerator for d in self.devices], dtype=np.bool_)
+
+    def memory_capacity(self) -> FloatArray:
+        return np.array([d.memory_bytes for d in self.devices], dtype=np.float64)
+
+    def speeds(self) -> FloatArray:
+        return np.array([d.speed for d in self.devices], dtype=np.float64)
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(d.kind for d in self.devices)
+
+    def index(self, name: str) -> int:
+        """Device index by name; ``KeyError`` lists the valid names."""
+        for i, d in enumerate(self.devices):
+            if d.name == name:
+                return i
+        raise KeyError(f"unknown device {name!r}; devices are {[d.name for d in self.devices]}")

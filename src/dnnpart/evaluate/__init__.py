@@ -1,0 +1,203 @@
+"""``evaluate(problem, plan)``: the single source of truth for a plan's cost.
+
+Every solver's reported objective equals ``evaluate(problem, plan).objective``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
+from dnnpart.evaluate.loads import LoadBreakdown, combine, load_breakdown, node_times
+from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph
+from dnnpart.graph.kernels import contiguity_violation
+from dnnpart.plan import Plan
+from dnnpart.problem import LATENCY, Problem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Evaluation:
+    """A plan's cost and feasibility.
+
+    Attributes
+    ----------
+    objective : the problem's objective (time per sample, or latency).
+    feasible : memory, supported operators and colocation all hold.
+    violations : one readable line per broken constraint.
+    load : per-device load (forward + backward, combined per the overlap mode).
+    forward_load, backward_load : the same for each part alone.
+    breakdown : compute / in / out transfer totals per device and part.
+    memory_bytes : memory used per device.
+    contiguous : per device, whether its forward part and its backward part are contiguous.
+    latency : single-sample latency details when the objective is latency.
+    """
+
+    objective: float
+    feasible: bool
+    violations: tuple[str, ...]
+    load: FloatArray
+    forward_load: FloatArray
+    backward_load: FloatArray
+    breakdown: LoadBreakdown
+    memory_bytes: FloatArray
+    contiguous: BoolArray
+    latency: LatencyResult | None = None
+
+    def to_dict(self, problem: Problem) -> dict[str, Any]:
+        """JSON-ready summary with per-device figures."""
+        cap = problem.cluster.memory_capacity()
+        devices = []
+        for i, dev in enumerate(problem.cluster.devices):
+            devices.append(
+                {
+                    "name": dev.name,
+                    "kind": dev.kind,
+                    "load": _finite(self.load[i]),
+                    "forward_load": _finite(self.forward_load[i]),
+                    "backward_load": _finite(self.backward_load[i]),
+                    "compute": float(self.breakdown.compute[:, i].sum()),
+                    "comm_in": float(self.breakdown.comm_in[:, i].sum()),
+                    "comm_out": float(self.breakdown.comm_out[:, i].sum()),
+                    "memory_bytes": float(self.memory_bytes[i]),
+                    "memory_capacity_bytes": _finite(cap[i]),
+                    "contiguous": bool(self.contiguous[i]),
+                }
+            )
+        out: dict[str, Any] = {
+            "objective": _finite(self.objective),
+            "objective_kind": problem.objective.kind,
+            "feasible": self.feasible,
+            "violations": list(self.violations),
+            "devices": devices,
+        }
+        if self.latency is not None:
+            out["latency"] = _finite(self.latency.latency)
+        return out
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def evaluate(problem: Problem, plan: Plan) -> Evaluation:
+    """Score a plan: objective, per-device loads and memory, feasibility, contiguity.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> from dnnpart.devices import reference_cluster
+    >>> g = chain_graph(4, acc_time=1.0, cost=0.5)
+    >>> p = Problem(graph=g, cluster=reference_cluster(n_accelerators=2, n_cpus=0,
+    ...                                                memory_bytes=1e9))
+    >>> ev = evaluate(p, Plan(assignment=[0, 0, 1, 1]))
+    >>> ev.objective, ev.load.tolist()   # 2 compute + 0.5 out / 0.5 in
+    (2.5, [2.5, 2.5])
+    """
+    graph, cluster, objective = problem.graph, problem.cluster, problem.objective
+    a = _checked_assignment(problem, plan)
+    parts = load_breakdown(graph, cluster, a)
+    by_part = combine(parts.compute, parts.comm_in, parts.comm_out, objective.overlap)
+    total = combine(
+        parts.compute.sum(axis=0), parts.comm_in.sum(axis=0), parts.comm_out.sum(axis=0),
+        objective.overlap,
+    )
+    memory = np.bincount(a, weights=graph.memory_bytes, minlength=cluster.n_devices)
+    violations = _violations(problem, a, memory)
+    contiguous = _contiguity(graph, a, cluster.n_devices)
+
+    latency = None
+    if objective.kind == LATENCY:
+        latency = single_sample_latency(graph, cluster, a, plan.subgraph)
+        if latency.problem:
+            violations.append(latency.problem)
+        value = latency.latency
+    elif objective.training == "gpipe":
+        value = float(by_part[0].max() + by_part[1].max())
+    else:
+        value = float(total.max())
+    return Evaluation(
+        objective=value,
+        feasible=not violations,
+        violations=tuple(violations),
+        load=total,
+        forward_load=by_part[0],
+        backward_load=by_part[1],
+        breakdown=parts,
+        memory_bytes=memory,
+        contiguous=contiguous,
+        latency=latency,
+    )
+
+
+def _checked_assignment(problem: Problem, plan: Plan) -> np.ndarray:
+    n, d = problem.graph.n_nodes, problem.cluster.n_devices
+    a = plan.assignment.astype(np.int64)
+    if a.shape != (n,):
+        raise ValueError(f"plan assigns {a.shape[0]} nodes, the graph has {n}")
+    if a.size and a.max() >= d:
+        v = int(np.argmax(a >= d))
+        raise ValueError(
+            f"plan puts node {problem.graph.label(v)} on device {a[v]}, "
+            f"the cluster has {d} devices"
+        )
+    return a
+
+
+def _violations(problem: Problem, a: np.ndarray, memory: FloatArray) -> list[str]:
+    graph, cluster = problem.graph, problem.cluster
+    out: list[str] = []
+    cap = cluster.memory_capacity()
+    for i in np.flatnonzero(memory > cap * (1 + 1e-12)):
+        out.append(
+            f"{cluster.devices[i].name}: memory {memory[i]:.6g} B exceeds capacity {cap[i]:.6g} B"
+        )
+    times = node_times(graph, cluster, a)
+    bad = np.flatnonzero(~np.isfinite(times))
+    if bad.size:
+        v = int(bad[0])
+        out.append(
+            f"{bad.size} node(s) placed on a device kind that does not support them, e.g. "
+            f"{graph.label(v)} on {cluster.devices[a[v]].name}"
+        )
+    cls = graph.color_class
+    has = cls != NO_CLASS
+    if np.any(has):
+        c, dev = cls[has], a[has]
+        order = np.lexsort((dev, c))
+        c, dev = c[order], dev[order]
+        split = np.flatnonzero((c[1:] == c[:-1]) & (dev[1:] != dev[:-1]))
+        if split.size:
+            bad_class = int(c[split[0]])
+            members = np.flatnonzero(cls == bad_class)
+            places = sorted({cluster.devices[a[v]].name for v in members})
+            out.append(
+                f"{len(np.unique(c[split]))} colocation class(es) split across devices, e.g. "
+                f"class {bad_class} on {', '.join(places)}"
+            )
+    return out
+
+
+def _contiguity(graph: Graph, a: np.ndarray, n_devices: int) -> BoolArray:
+    result = np.ones(n_devices, dtype=np.bool_)
+    for dev in np.unique(a):
+        for part in (False, True):
+            member = (a == dev) & (graph.is_backward == part)
+            if member.any():
+                u, _ = contiguity_violation(graph.n_nodes, graph.succ_ptr, graph.succ_idx, member)
+                if u >= 0:
+                    result[dev] = False
+    return result
+
+
+__all__ = [
+    "Evaluation",
+    "LatencyResult",
+    "LoadBreakdown",
+    "derive_subgraphs",
+    "evaluate",
+    "load_breakdown",
+    "single_sample_latency",
+]

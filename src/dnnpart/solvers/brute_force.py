@@ -1,0 +1,88 @@
+"""Exhaustive search over all assignments: the oracle for tiny instances."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from dnnpart.errors import ProblemTooLargeError
+from dnnpart.evaluate import evaluate
+from dnnpart.plan import Plan, SolveResult
+from dnnpart.problem import Problem
+from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.result import result_from_plan
+
+MAX_ASSIGNMENTS = 200_000
+
+
+def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan | None:
+    n, d = problem.graph.n_nodes, problem.cluster.n_devices
+    if d**n > max_assignments:
+        raise ProblemTooLargeError(
+            f"brute force would try {d}^{n} = {d**n:,} assignments (limit {max_assignments:,})"
+        )
+    best_value, best = math.inf, None
+    for combo in itertools.product(range(d), repeat=n):
+        plan = Plan(assignment=np.asarray(combo, dtype=np.int32))
+        ev = evaluate(problem, plan)
+        if not ev.feasible or (contiguous and not ev.contiguous.all()):
+            continue
+        if ev.objective < best_value:
+            best_value, best = ev.objective, plan
+    return best
+
+
+@register(
+    "brute-force",
+    summary="try every assignment of nodes to devices (tiny graphs only)",
+    guarantee="optimal over all splits (non-contiguous included)",
+    objectives=("throughput", "latency"),
+    exact=True,
+    source="test oracle",
+)
+def solve_brute_force(
+    problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
+    max_assignments: int = MAX_ASSIGNMENTS, **_: Any,
+) -> SolveResult:
+    """Optimal plan by exhaustion of all ``d**n`` assignments.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> solve_brute_force(chain_problem([3, 1, 2], n_accelerators=2)).objective
+    3.0
+    """
+    clock = Stopwatch(time_limit)
+    plan = _search(problem, contiguous=False, max_assignments=max_assignments)
+    return result_from_plan(problem, plan, method="brute-force", clock=clock, proven=True,
+                            search_space="all splits")
+
+
+@register(
+    "brute-force-contiguous",
+    summary="try every assignment, keep those whose device parts are contiguous (tiny graphs)",
+    guarantee="optimal over contiguous splits (forward and backward parts separately)",
+    objectives=("throughput", "latency"),
+    exact=True,
+    source="test oracle",
+)
+def solve_brute_force_contiguous(
+    problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
+    max_assignments: int = MAX_ASSIGNMENTS, **_: Any,
+) -> SolveResult:
+    """Optimal contiguous plan by exhaustion (each device's forward and backward parts
+    contiguous, as paper 1 requires).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> solve_brute_force_contiguous(chain_problem([4, 1, 1, 4], n_accelerators=2)).objective
+    5.0
+    """
+    clock = Stopwatch(time_limit)
+    plan = _search(problem, contiguous=True, max_assignments=max_assignments)
+    return result_from_plan(problem, plan, method="brute-force-contiguous", clock=clock,
+                            proven=True, search_space="contiguous splits")

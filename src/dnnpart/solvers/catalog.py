@@ -1,0 +1,4 @@
+"""Imports every built-in method module so that each registers itself."""
+
+from dnnpart.baselines import single_device  # noqa: F401
+from dnnpart.solvers import brute_force  # noqa: F401

@@ -1,0 +1,7 @@
+"""Public helpers for tests: tiny graphs, problems, plan checks and brute-force oracles."""
+
+from __future__ import annotations
+
+from dnnpart.testing.factories import chain_graph, chain_problem, random_problem
+
+__all__ = ["chain_graph", "chain_problem", "random_problem"]
