@@ -1,0 +1,3 @@
+from dnnpart.cli.main import entry_point
+
+entry_point()

@@ -1,0 +1,232 @@
+"""Subcommand handlers: parse arguments into API calls, render the results."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+from dnnpart.cli.main import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.render import Renderer, fmt, fmt_bytes
+from dnnpart.errors import FormatError, ProblemTooLargeError
+from dnnpart.evaluate import evaluate
+from dnnpart.graph import algorithms as alg
+from dnnpart.io import load_problem, plan_to_dict, read_cluster, read_plan, write_plan
+from dnnpart.plan import Plan, SolveResult, Status
+from dnnpart.problem import Objective, Problem
+from dnnpart.solvers import available_methods, get_method, solve
+
+
+def _problem(args: argparse.Namespace) -> Problem:
+    cluster = read_cluster(args.cluster) if args.cluster else None
+    objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap)
+    return load_problem(args.graph, cluster=cluster, objective=objective)
+
+
+# -- info -------------------------------------------------------------------------------
+def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
+    """Structural figures of a problem's graph (what `dnnpart info` shows)."""
+    g, c = problem.graph, problem.cluster
+    try:
+        n_ideals: int | None = alg.count_ideals(g, limit=ideal_limit)
+    except ProblemTooLargeError:
+        n_ideals = None
+    width, exact = alg.width(g)
+    classes = g.color_class[g.color_class >= 0]
+    multi = int(np.count_nonzero(np.bincount(classes) > 1)) if classes.size else 0
+    acc = g.time_on("accelerator")
+    return {
+        "name": problem.name,
+        "nodes": g.n_nodes,
+        "edges": g.n_edges,
+        "backward_nodes": int(g.is_backward.sum()),
+        "colocation_classes_with_several_nodes": multi,
+        "unsupported_on_accelerator": int(np.count_nonzero(~np.isfinite(acc))),
+        "total_cpu_time": float(g.time_on("cpu").sum()),
+        "total_accelerator_time": float(acc[np.isfinite(acc)].sum()),
+        "total_memory_bytes": float(g.memory_bytes.sum()),
+        "critical_path_accelerator": alg.critical_path(g) if np.isfinite(acc).all() else None,
+        "depth_levels": int(alg.topological_levels(g).max()) + 1,
+        "width": width,
+        "width_exact": exact,
+        "ideals": n_ideals,
+        "ideal_limit": ideal_limit,
+        "ccr": alg.communication_to_computation_ratio(g),
+        "degree_of_parallelism": alg.degree_of_parallelism(g) if np.isfinite(acc).all() else None,
+        "cluster": {
+            "name": c.name,
+            "devices": [
+                {"name": d.name, "kind": d.kind, "memory_bytes": d.memory_bytes, "speed": d.speed}
+                for d in c.devices
+            ],
+        },
+    }
+
+
+def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
+    problem = _problem(args)
+    s = graph_summary(problem, ideal_limit=args.ideal_limit)
+    if out.json_mode:
+        out.json(dumps(s))
+        return EXIT_OK
+    table = Table(title=f"Graph {s['name']}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    ideals = f"{s['ideals']:,}" if s["ideals"] is not None else f"> {s['ideal_limit']:,}"
+    rows = [
+        ("nodes / edges", f"{s['nodes']:,} / {s['edges']:,}"),
+        ("backward nodes", f"{s['backward_nodes']:,}"),
+        ("colocation classes (>1 node)", f"{s['colocation_classes_with_several_nodes']:,}"),
+        ("unsupported on accelerators", f"{s['unsupported_on_accelerator']:,}"),
+        ("total time on CPU / accelerator", f"{fmt(s['total_cpu_time'])} / {fmt(s['total_accelerator_time'])}"),
+        ("total memory", fmt_bytes(s["total_memory_bytes"])),
+        ("critical path (accelerator)", fmt(s["critical_path_accelerator"])),
+        ("depth (levels)", f"{s['depth_levels']:,}"),
+        ("width (max antichain)", f"{s['width']:,}" + ("" if s["width_exact"] else " (lower bound)")),
+        ("ideals", ideals),
+        ("CCR (comm / compute)", fmt(s["ccr"])),
+        ("avg. degree of parallelism", fmt(s["degree_of_parallelism"])),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    devs = s["cluster"]["devices"]
+    kinds: dict[str, int] = {}
+    for d in devs:
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    mem = {fmt_bytes(d["memory_bytes"]) for d in devs if d["kind"] == "accelerator"}
+    out.print(
+        "cluster: " + ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
+        + (f" (accelerator memory {', '.join(sorted(mem))})" if mem else "")
+    )
+    return EXIT_OK
+
+
+# -- evaluate ---------------------------------------------------------------------------
+def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
+    problem = _problem(args)
+    plan = read_plan(args.plan, problem, fill_by_colocation=args.fill_by_colocation)
+    ev = evaluate(problem, plan)
+    if out.json_mode:
+        out.json(dumps(ev.to_dict(problem)))
+    else:
+        out.print(f"{problem.objective.describe()}: [bold]{fmt(ev.objective)}[/]"
+                  + ("" if ev.feasible else "  [red](plan violates constraints)[/]"))
+        out.print(out.device_table(problem, plan, ev))
+        for v in ev.violations:
+            out.print(f"[red]violation:[/] {v}")
+    return EXIT_OK if ev.feasible else EXIT_NO_PLAN
+
+
+# -- solve ------------------------------------------------------------------------------
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings to keyword arguments (int, float, bool or text)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise FormatError(f"--set {pair!r}: expected KEY=VALUE")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for convert in (int, float):
+                try:
+                    value = convert(raw)
+                    break
+                except ValueError:
+                    pass
+        options[key.replace("-", "_")] = value
+    return options
+
+
+def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
+    problem = _problem(args)
+    options = parse_options(args.options)
+    get_method(args.method)  # fail fast on an unknown name, before any work
+    progress = out.progress()
+    with progress if progress is not None else contextlib.nullcontext():
+        result = solve(problem, args.method, time_limit=args.time_limit, progress=progress, **options)
+    if result.plan is not None and args.out:
+        write_plan(problem, result.plan, args.out, result)
+    if out.json_mode:
+        payload = result.to_dict()
+        if result.plan is not None:
+            payload["evaluation"] = evaluate(problem, result.plan).to_dict(problem)
+            payload["plan"] = plan_to_dict(problem, result.plan, result)
+        out.json(dumps(payload))
+    else:
+        out.print(out.result_line(result))
+        if result.plan is not None:
+            ev = evaluate(problem, result.plan)
+            out.print(out.device_table(problem, result.plan, ev,
+                                       title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
+        if "violations" in result.stats:
+            out.print(f"[red]violations:[/] {result.stats['violations']}")
+        if args.out and result.plan is not None:
+            out.note(f"plan written to {args.out}")
+    return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
+
+
+# -- methods ----------------------------------------------------------------------------
+def cmd_methods(args: argparse.Namespace, out: Renderer) -> int:
+    methods = available_methods()
+    if out.json_mode:
+        out.json(dumps([
+            {"name": m.name, "summary": m.summary, "guarantee": m.guarantee,
+             "objectives": list(m.objectives), "exact": m.exact, "source": m.source}
+            for m in methods
+        ]))
+        return EXIT_OK
+    table = Table(title="Methods", title_justify="left")
+    for col in ("method", "objectives", "guarantee", "what it does"):
+        table.add_column(col)
+    for m in methods:
+        table.add_row(m.name, ", ".join(m.objectives), m.guarantee, m.summary)
+    out.print(table)
+    return EXIT_OK
+
+
+# -- demo -------------------------------------------------------------------------------
+DEMO_METHODS = ("dp", "dpl", "one-accelerator")
+
+
+def cmd_demo(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.zoo import list_examples
+
+    if args.list:
+        for spec, description in list_examples():
+            out.print(f"{spec:28s} {description}")
+        return EXIT_OK
+    problem = load_problem(args.example)
+    g, c = problem.graph, problem.cluster
+    out.print(f"[bold]{args.example}[/]: {g.n_nodes:,} operators, {g.n_edges:,} edges"
+              f"{' (training graph)' if g.is_training else ''}; cluster {c.name}")
+    out.print(f"objective: {problem.objective.describe()}")
+    registered = {m.name for m in available_methods()}
+    results: list[SolveResult] = []
+    for name in DEMO_METHODS:
+        if name not in registered:
+            continue
+        results.append(solve(problem, name))
+    table = Table(title="Methods compared", title_justify="left")
+    for col in ("method", "status", "time per sample", "bound", "vs best", "seconds"):
+        table.add_column(col, justify="left" if col in ("method", "status") else "right")
+    best = min((r.objective for r in results), default=float("inf"))
+    for r in results:
+        table.add_row(r.method, r.status.value, fmt(r.objective), fmt(r.bound),
+                      f"{best / r.objective:.2f}x" if r.plan is not None and r.objective > 0 else "-",
+                      f"{r.wall_time_s:.2f}")
+    out.print(table)
+    winner = min((r for r in results if r.plan is not None), key=lambda r: r.objective, default=None)
+    if winner is None:
+        return EXIT_NO_PLAN
+    plan: Plan = winner.require_plan()
+    ev = evaluate(problem, plan)
+    out.print(out.device_table(problem, plan, ev, title=f"Best plan ({winner.method})"))
+    out.print("Try: dnnpart solve zoo:bert-3 --method dp --out plan.json; "
+              "dnnpart evaluate zoo:bert-3 plan.json; dnnpart methods")
+    return EXIT_OK

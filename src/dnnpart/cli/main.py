@@ -1,0 +1,117 @@
+"""``dnnpart`` command line: thin adapters over the public API; the only place that prints.
+
+Exit codes: 0 ok, 1 no plan found / infeasible, 2 bad input or usage, 3 missing extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from dnnpart.errors import (
+    DnnpartError,
+    InfeasibleError,
+    MissingDependencyError,
+    ProblemTooLargeError,
+)
+
+EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
+
+
+def _add_problem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("graph", help="graph file (dnn-partitioning .json, native .npz) or zoo:NAME")
+    p.add_argument("--cluster", metavar="FILE", help="cluster file (JSON/YAML); default: the graph file's")
+    p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
+    p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream",
+                   help="training objective: max(FW+BW) per device (pipedream) or max FW + max BW (gpipe)")
+    p.add_argument("--overlap", choices=("none", "compute-comm", "full-duplex"), default="none",
+                   help="how transfers overlap compute (paper 1, appendix C.1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dnnpart",
+        description="Place DNN operator/layer graphs on accelerators and CPUs, with proven bounds.",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("info", help="describe a graph: size, structure, ideals, width, CCR")
+    _add_problem_args(p)
+    p.add_argument("--ideal-limit", type=int, default=100_000, help="stop counting ideals here (default 100,000)")
+
+    p = sub.add_parser("evaluate", help="score a plan file (dnnpart plan or expert split)")
+    _add_problem_args(p)
+    p.add_argument("plan", help="plan file")
+    p.add_argument("--fill-by-colocation", action="store_true",
+                   help="place nodes the plan leaves out with their colocation class "
+                        "(e.g. an inference split on a training graph)")
+
+    p = sub.add_parser("solve", help="find a plan with a method (see `dnnpart methods`)")
+    _add_problem_args(p)
+    p.add_argument("--method", "-m", default="dp", help="method name (default: dp)")
+    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan here")
+    p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   help="method option, e.g. --set max_ideals=5000000 (repeatable)")
+
+    p = sub.add_parser("methods", help="list the available methods and what they guarantee")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("demo", help="run the main job on a built-in example and explain the result")
+    p.add_argument("example", nargs="?", default="zoo:bert-3", help="zoo:NAME (default zoo:bert-3)")
+    p.add_argument("--list", action="store_true", help="list the built-in examples")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    from dnnpart.cli import commands
+    from dnnpart.cli.render import Renderer
+
+    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
+    handler = getattr(commands, f"cmd_{args.command}")
+    try:
+        code: int = handler(args, out)
+        return code
+    except MissingDependencyError as exc:
+        out.error(str(exc))
+        return EXIT_MISSING_EXTRA
+    except (InfeasibleError, ProblemTooLargeError) as exc:
+        out.error(str(exc))
+        return EXIT_NO_PLAN
+    except (DnnpartError, ValueError, KeyError) as exc:
+        out.error(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc))
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return 130
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+def jsonable(value: Any) -> Any:
+    """Replace non-finite floats by ``None`` so the output is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(jsonable(value), indent=2)

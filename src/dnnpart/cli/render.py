@@ -1,0 +1,130 @@
+"""Terminal output: rich tables on stdout, messages and progress on stderr."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from dnnpart.evaluate import Evaluation
+from dnnpart.plan import Plan, SolveResult
+from dnnpart.problem import Problem
+
+
+def fmt(x: float | None, digits: int = 4) -> str:
+    """Readable number: ``inf`` and ``None`` spelled out, others to ``digits`` significant."""
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}" if abs(x) >= 1e5 or (x != 0 and abs(x) < 1e-3) else f"{x:,.{max(digits - 2, 0)}f}"
+
+
+def fmt_bytes(x: float) -> str:
+    if math.isinf(x):
+        return "unbounded"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(x) < 1000 or unit == "TB":
+            return f"{x:.3g} {unit}"
+        x /= 1000
+    return f"{x:.3g} TB"
+
+
+class Renderer:
+    """Prints for the CLI; in JSON mode only the final object goes to stdout."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        # Piped output is read by people too: do not squeeze tables into 80 columns.
+        self.out = Console(highlight=False)
+        if not self.out.is_terminal:
+            self.out = Console(highlight=False, width=140)
+        self.err = Console(stderr=True, highlight=False)
+
+    def error(self, message: str) -> None:
+        self.err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            self.err.print(message, markup=False)
+
+    def print(self, *items: Any) -> None:
+        self.out.print(*items)
+
+    def json(self, text: str) -> None:
+        sys.stdout.write(text + "\n")
+
+    def progress(self) -> StderrProgress | None:
+        if self.quiet or not self.err.is_terminal:
+            return None
+        return StderrProgress(self.err)
+
+    # -- tables ---------------------------------------------------------------------
+    def device_table(
+        self, problem: Problem, plan: Plan, ev: Evaluation, title: str = "Devices"
+    ) -> Table:
+        table = Table(title=title, title_justify="left")
+        training = problem.graph.is_training
+        columns = ["device", "kind", "nodes", "load"] + (["fw", "bw"] if training else [])
+        columns += ["compute", "in", "out", "memory", "contiguous"]
+        for col in columns:
+            table.add_column(col, justify="left" if col in ("device", "kind") else "right")
+        cap = problem.cluster.memory_capacity()
+        n_nodes = np.bincount(plan.assignment, minlength=problem.cluster.n_devices)
+        worst = int(ev.load.argmax())
+        for i, dev in enumerate(problem.cluster.devices):
+            load = [fmt(ev.load[i]) if n_nodes[i] else "-"]
+            if training:
+                load += [fmt(ev.forward_load[i]), fmt(ev.backward_load[i])]
+            mem = fmt_bytes(ev.memory_bytes[i]) + ("" if math.isinf(cap[i]) else f" / {fmt_bytes(cap[i])}")
+            name = f"[bold]{dev.name}[/]" if i == worst else dev.name
+            table.add_row(
+                name, dev.kind, str(n_nodes[i]), *load,
+                fmt(float(ev.breakdown.compute[:, i].sum())),
+                fmt(float(ev.breakdown.comm_in[:, i].sum())),
+                fmt(float(ev.breakdown.comm_out[:, i].sum())),
+                mem, "yes" if ev.contiguous[i] else "no",
+            )
+        return table
+
+    def result_line(self, result: SolveResult) -> str:
+        gap = result.gap
+        parts = [
+            f"[bold]{result.method}[/]: {result.status.value}",
+            f"objective {fmt(result.objective)}",
+            f"bound {fmt(result.bound)}" if result.bound is not None else "no bound",
+        ]
+        if gap is not None:
+            parts.append(f"gap {gap:.2%}")
+        parts.append(f"{result.wall_time_s:.2f} s")
+        return ", ".join(parts)
+
+
+class StderrProgress:
+    """Progress sink for solvers: one live status line on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.started = time.perf_counter()
+        self._status: Any = None
+
+    def __enter__(self) -> StderrProgress:
+        self._status = self.console.status("starting")
+        self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+    def update(self, message: str, fraction: float | None = None) -> None:
+        elapsed = time.perf_counter() - self.started
+        pct = f" {fraction:.0%}" if fraction is not None else ""
+        if self._status is not None:
+            self._status.update(f"{message}{pct}  [{elapsed:.1f} s]")

@@ -1,0 +1,209 @@
+"""The JSON format of paper 1's reference workloads (``dnn-partitioning``).
+
+One object with ``maxSizePerFPGA`` (accelerator memory, bytes), ``maxFPGAs`` (k),
+``maxCPUs`` (l), ``nodes[]`` (``id``, ``supportedOnFpga``, ``cpuLatency``, ``fpgaLatency``,
+``isBackwardNode``, optional ``colorClass``, ``size``, ``name``, ``layerId``) and ``edges[]``
+(``sourceId``, ``destId``, ``cost``). Times are in the file's unit (milliseconds in the
+published workloads); dnnpart keeps them as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dnnpart.devices.cluster import Cluster
+from dnnpart.devices.presets import reference_cluster
+from dnnpart.errors import FormatError, InvalidGraphError
+from dnnpart.graph.core import NO_CLASS, Graph, build_graph
+from dnnpart.io import fields as f
+from dnnpart.problem import Objective, Problem
+
+CLUSTER_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
+
+
+def looks_like_reference(data: Any) -> bool:
+    """Whether parsed JSON is in this format (the auto-detection used by the CLI)."""
+    return isinstance(data, dict) and "nodes" in data and (
+        "edges" in data or any(k in data for k in CLUSTER_KEYS)
+    )
+
+
+def parse_graph(data: Any, source: str = "<data>") -> Graph:
+    """Validate parsed JSON and build the graph; errors name the field and the node."""
+    root = f.require_mapping(data, source)
+    if "nodes" not in root:
+        raise FormatError("nodes: missing (required)")
+    nodes = f.require_list(root["nodes"], "nodes")
+    edges = f.require_list(root.get("edges", []), "edges")
+    if not nodes:
+        raise FormatError("nodes: the graph has no nodes")
+    for i, node in enumerate(nodes):
+        f.require_mapping(node, f"nodes[{i}]")
+    for i, edge in enumerate(edges):
+        f.require_mapping(edge, f"edges[{i}]")
+
+    ids = f.column(nodes, "nodes", "id", f.integer)
+    supported = f.column(nodes, "nodes", "supportedOnFpga", f.flag, default=True)
+    cpu = f.column(nodes, "nodes", "cpuLatency", f.number)
+    # An unsupported node's accelerator time is irrelevant and may be absent.
+    acc = [
+        f.number(n["fpgaLatency"], f"nodes[{i}].fpgaLatency") if "fpgaLatency" in n
+        else _require_if(ok, f"nodes[{i}].fpgaLatency")
+        for i, (n, ok) in enumerate(zip(nodes, supported))
+    ]
+    backward = f.column(nodes, "nodes", "isBackwardNode", f.flag, default=False)
+    color = f.column(nodes, "nodes", "colorClass", _optional_int, default=NO_CLASS)
+    layer = f.column(nodes, "nodes", "layerId", _optional_int, default=NO_CLASS)
+    size = f.column(nodes, "nodes", "size", f.number, default=0.0)
+    names = f.column(nodes, "nodes", "name", f.text, default=None)
+    src = f.column(edges, "edges", "sourceId", f.integer)
+    dst = f.column(edges, "edges", "destId", f.integer)
+    cost = f.column(edges, "edges", "cost", f.number)
+
+    seen: dict[int, int] = {}
+    for i, node_id in enumerate(ids):
+        if node_id in seen:
+            raise FormatError(f"nodes[{i}].id: duplicate id {node_id} (also nodes[{seen[node_id]}])")
+        seen[node_id] = i
+    for role, ends in (("sourceId", src), ("destId", dst)):
+        for e, node_id in enumerate(ends):
+            if node_id not in seen:
+                raise FormatError(f"edges[{e}].{role}: unknown node id {node_id}")
+
+    acc_time = np.where(np.asarray(supported, dtype=bool), np.asarray(acc, dtype=float), math.inf)
+    try:
+        return build_graph(
+            ids, src, dst,
+            compute_time=np.column_stack([np.asarray(cpu, dtype=float), acc_time]),
+            edge_cost=cost,
+            memory_bytes=size,
+            is_backward=backward,
+            color_class=color,
+            layer_id=layer,
+            names=[str(i) if n is None else n for i, n in zip(ids, names)],
+        )
+    except InvalidGraphError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+
+
+def parse_cluster(data: Any) -> Cluster | None:
+    """The reference cluster of the file (``None`` when the file carries no cluster)."""
+    root = f.require_mapping(data, "<root>")
+    if not any(k in root for k in CLUSTER_KEYS):
+        return None
+    memory = f.number(root.get("maxSizePerFPGA", math.inf), "maxSizePerFPGA", allow_inf=True)
+    k = f.integer(root.get("maxFPGAs", 0), "maxFPGAs", minimum=0)
+    cpus = f.integer(root.get("maxCPUs", 0), "maxCPUs", minimum=0)
+    if k + cpus == 0:
+        raise FormatError("maxFPGAs, maxCPUs: the cluster has no devices (both are 0)")
+    return reference_cluster(n_accelerators=k, n_cpus=cpus, memory_bytes=memory)
+
+
+def parse_problem(
+    data: Any, source: str = "<data>", *, cluster: Cluster | None = None,
+    objective: Objective | None = None,
+) -> Problem:
+    """Graph and cluster from parsed JSON; ``cluster`` overrides the file's."""
+    graph = parse_graph(data, source)
+    file_cluster = parse_cluster(data)
+    chosen = cluster if cluster is not None else file_cluster
+    if chosen is None:
+        raise FormatError(
+            f"{source}: no cluster in the file (maxFPGAs/maxCPUs/maxSizePerFPGA); pass one"
+        )
+    return Problem(graph=graph, cluster=chosen, objective=objective or Objective(),
+                   name=Path(source).stem)
+
+
+def read_problem(
+    path: str | Path, *, cluster: Cluster | None = None, objective: Objective | None = None
+) -> Problem:
+    """Read a dnn-partitioning JSON file.
+
+    Examples
+    --------
+    >>> import json, tempfile, os
+    >>> doc = {"maxSizePerFPGA": 1e9, "maxFPGAs": 2, "maxCPUs": 1,
+    ...        "nodes": [{"id": 1, "cpuLatency": 5, "fpgaLatency": 1},
+    ...                  {"id": 2, "cpuLatency": 5, "fpgaLatency": 1}],
+    ...        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}]}
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "g.json")
+    ...     _ = open(p, "w").write(json.dumps(doc))
+    ...     problem = read_problem(p)
+    >>> problem.graph.n_nodes, problem.cluster.n_accelerators
+    (2, 2)
+    """
+    return parse_problem(f.read_json(path), str(path), cluster=cluster, objective=objective)
+
+
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    """The problem in the reference format (reference clusters only: k identical accelerators)."""
+    g, c = problem.graph, problem.cluster
+    acc_mem = {c.devices[i].memory_bytes for i in c.accelerators}
+    if len(acc_mem) > 1:
+        raise ValueError("the reference format needs identical accelerator memories")
+    cpu, acc = g.time_on("cpu"), g.time_on("accelerator")
+    nodes = []
+    for v in range(g.n_nodes):
+        node: dict[str, Any] = {
+            "id": int(g.original_ids[v]), "name": g.names[v],
+            "supportedOnFpga": bool(np.isfinite(acc[v])),
+            "cpuLatency": float(cpu[v]),
+            "fpgaLatency": float(acc[v]) if np.isfinite(acc[v]) else 0.0,
+            "isBackwardNode": bool(g.is_backward[v]),
+            "size": float(g.memory_bytes[v]),
+        }
+        if g.color_class[v] != NO_CLASS:
+            node["colorClass"] = int(g.color_class[v])
+        if g.layer_id[v] != NO_CLASS:
+            node["layerId"] = int(g.layer_id[v])
+        nodes.append(node)
+    src = g.original_ids[g.edge_sources()]
+    dst = g.original_ids[g.succ_idx]
+    edges = [{"sourceId": int(s), "destId": int(t), "cost": float(w)}
+             for s, t, w in zip(src, dst, g.edge_cost)]
+    memory = acc_mem.pop() if acc_mem else 0.0
+    return {
+        "maxSizePerFPGA": memory if math.isfinite(memory) else 1e300,
+        "maxFPGAs": c.n_accelerators,
+        "maxCPUs": c.n_cpus,
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def write_problem(problem: Problem, path: str | Path) -> None:
+    """Write the problem in the reference format, atomically."""
+    write_json_atomic(problem_to_dict(problem), path)
+
+
+def write_json_atomic(data: Any, path: str | Path) -> None:
+    """Write JSON to a temporary file beside ``path`` and rename it into place."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _optional_int(value: Any, where: str) -> int:
+    return NO_CLASS if value is None else f.integer(value, where)
+
+
+def _require_if(needed: bool, where: str) -> float:
+    if needed:
+        raise FormatError(f"{where}: missing (required for nodes supported on accelerators)")
+    return math.inf

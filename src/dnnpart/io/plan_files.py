@@ -1,0 +1,164 @@
+"""Plan files: our versioned ``dnnpart.plan`` JSON, and paper 1's expert split files.
+
+``dnnpart.plan`` (version 1)::
+
+    {"format": "dnnpart.plan", "version": 1,
+     "problem": "bert_l-3_inference", "method": "dp", "status": "optimal",
+     "objective": 27.92, "bound": 27.92,
+     "devices": [{"name": "acc0", "kind": "accelerator", "nodes": [1, 2, 5],
+                  "subgraphs": [[1, 2], [5]]}, ...]}
+
+Nodes are referred to by their original ids; ``subgraphs`` (optional) lists a device's
+subgraphs in execution order. Expert files (``{"fpgas": [{"nodes": [...]}], "cpus": [...]}``)
+map ``fpgas[i]`` to the i-th accelerator and ``cpus[j]`` to the j-th CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dnnpart.errors import FormatError
+from dnnpart.graph.core import NO_CLASS
+from dnnpart.io import fields as f
+from dnnpart.io.dnn_partitioning import write_json_atomic
+from dnnpart.plan import Plan, SolveResult
+from dnnpart.problem import Problem
+
+PLAN_FORMAT = "dnnpart.plan"
+PLAN_VERSION = 1
+UNPLACED = -1
+
+
+def parse_plan(
+    data: Any, problem: Problem, source: str = "<plan>", *, fill_by_colocation: bool = False
+) -> Plan:
+    """Validate a parsed plan (either format) against ``problem``.
+
+    ``fill_by_colocation`` places nodes the file leaves out on the device of their colocation
+    class (paper 1 evaluates training graphs with inference splits this way).
+    """
+    root = f.require_mapping(data, source)
+    graph, cluster = problem.graph, problem.cluster
+    assignment = np.full(graph.n_nodes, UNPLACED, dtype=np.int64)
+    subgraph = np.zeros(graph.n_nodes, dtype=np.int64)
+    has_subgraphs = False
+    lists: list[tuple[str, int, list[Any]]] = []  # (field path, device index, ids)
+
+    if "fpgas" in root or "cpus" in root:
+        for key, devices in (("fpgas", cluster.accelerators), ("cpus", cluster.cpus)):
+            for i, entry in enumerate(f.require_list(root.get(key, []), key)):
+                where = f"{key}[{i}]"
+                ids = f.require_list(f.require_mapping(entry, where).get("nodes", []), f"{where}.nodes")
+                if i >= len(devices):
+                    if ids:
+                        raise FormatError(
+                            f"{where}: the cluster has only {len(devices)} "
+                            f"{'accelerators' if key == 'fpgas' else 'CPUs'}"
+                        )
+                    continue
+                lists.append((f"{where}.nodes", devices[i], ids))
+    elif root.get("format") == PLAN_FORMAT:
+        version = f.integer(root.get("version"), "version")
+        if version != PLAN_VERSION:
+            raise FormatError(f"version: this dnnpart reads plan version {PLAN_VERSION}, got {version}")
+        for i, entry in enumerate(f.require_list(root.get("devices"), "devices")):
+            where = f"devices[{i}]"
+            entry = f.require_mapping(entry, where)
+            name = f.text(entry.get("name"), f"{where}.name")
+            try:
+                dev = cluster.index(name)
+            except KeyError as exc:
+                raise FormatError(f"{where}.name: {exc.args[0]}") from None
+            ids = f.require_list(entry.get("nodes", []), f"{where}.nodes")
+            lists.append((f"{where}.nodes", dev, ids))
+            if "subgraphs" in entry:
+                has_subgraphs = True
+                for j, part in enumerate(f.require_list(entry["subgraphs"], f"{where}.subgraphs")):
+                    part_ids = f.require_list(part, f"{where}.subgraphs[{j}]")
+                    idx = _indices(graph, part_ids, f"{where}.subgraphs[{j}]")
+                    subgraph[idx] = j
+    else:
+        raise FormatError(
+            f"{source}: not a plan: expected a dnnpart plan (\"format\": \"{PLAN_FORMAT}\") "
+            "or an expert split (\"fpgas\"/\"cpus\" lists)"
+        )
+
+    for where, dev, ids in lists:
+        idx = _indices(graph, ids, where)
+        again = idx[assignment[idx] != UNPLACED]
+        if again.size:
+            raise FormatError(f"{where}: node {graph.label(int(again[0]))} is placed twice")
+        assignment[idx] = dev
+
+    if fill_by_colocation:
+        _fill_by_colocation(problem, assignment)
+    missing = np.flatnonzero(assignment == UNPLACED)
+    if missing.size:
+        hint = "" if fill_by_colocation else (
+            "; to place them with their colocation class use --fill-by-colocation"
+        )
+        raise FormatError(
+            f"{source}: {missing.size} node(s) are not placed, e.g. {graph.label(int(missing[0]))}{hint}"
+        )
+    return Plan(assignment=assignment, subgraph=subgraph if has_subgraphs else None)
+
+
+def read_plan(path: str | Path, problem: Problem, *, fill_by_colocation: bool = False) -> Plan:
+    """Read a plan file (format auto-detected)."""
+    return parse_plan(f.read_json(path), problem, str(path), fill_by_colocation=fill_by_colocation)
+
+
+def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None) -> dict[str, Any]:
+    """Our versioned plan format."""
+    graph, cluster = problem.graph, problem.cluster
+    ids = graph.original_ids
+    devices = []
+    for d, dev in enumerate(cluster.devices):
+        nodes = plan.device_nodes(d)
+        entry: dict[str, Any] = {"name": dev.name, "kind": dev.kind, "nodes": ids[nodes].tolist()}
+        if plan.subgraph is not None and nodes.size:
+            ords = plan.subgraph[nodes]
+            entry["subgraphs"] = [ids[nodes[ords == o]].tolist() for o in np.unique(ords)]
+        devices.append(entry)
+    out: dict[str, Any] = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "problem": problem.name}
+    if result is not None:
+        out.update(
+            method=result.method,
+            status=result.status.value,
+            objective=result.objective if math.isfinite(result.objective) else None,
+            bound=result.bound,
+        )
+    out["devices"] = devices
+    return out
+
+
+def write_plan(problem: Problem, plan: Plan, path: str | Path, result: SolveResult | None = None) -> None:
+    """Write a plan in our versioned format, atomically."""
+    write_json_atomic(plan_to_dict(problem, plan, result), path)
+
+
+def _indices(graph: Any, ids: list[Any], where: str) -> np.ndarray:
+    parsed = [f.integer(x, f"{where}[{i}]") for i, x in enumerate(ids)]
+    try:
+        idx = graph.index_of(parsed)
+    except KeyError:
+        known = set(graph.original_ids.tolist())
+        i = next(i for i, x in enumerate(parsed) if x not in known)
+        raise FormatError(f"{where}[{i}]: unknown node id {parsed[i]}") from None
+    if np.unique(idx).size != idx.size:
+        raise FormatError(f"{where}: lists a node id twice")
+    return idx
+
+
+def _fill_by_colocation(problem: Problem, assignment: np.ndarray) -> None:
+    cls = problem.graph.color_class
+    placed = (assignment != UNPLACED) & (cls != NO_CLASS)
+    device_of_class = dict(zip(cls[placed].tolist(), assignment[placed].tolist()))
+    for v in np.flatnonzero((assignment == UNPLACED) & (cls != NO_CLASS)):
+        dev = device_of_class.get(int(cls[v]))
+        if dev is not None:
+            assignment[v] = dev
