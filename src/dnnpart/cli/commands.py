@@ -205,7 +205,7 @@ def cmd_demo(args: argparse.Namespace, out: Renderer) -> int:
     g, c = problem.graph, problem.cluster
     out.print(f"[bold]{args.example}[/]: {g.n_nodes:,} operators, {g.n_edges:,} edges"
               f"{' (training graph)' if g.is_training else ''}; cluster {c.name}")
-    out.print(f"objective: {problem.objective.describe()}")
+    out.print(f"objective: {problem.objective.describe()}; built-in examples are timed in ms")
     registered = {m.name for m in available_methods()}
     results: list[SolveResult] = []
     for name in DEMO_METHODS:

@@ -16,13 +16,19 @@ from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 
 
-def fmt(x: float | None, digits: int = 4) -> str:
-    """Readable number: ``inf`` and ``None`` spelled out, others to ``digits`` significant."""
+def fmt(x: float | None) -> str:
+    """Readable number: ``inf``/``None`` spelled out, 2 decimals from 1 up, 3 digits below."""
     if x is None:
         return "-"
-    if isinstance(x, float) and math.isinf(x):
+    if math.isinf(x):
         return "inf"
-    return f"{x:.{digits}g}" if abs(x) >= 1e5 or (x != 0 and abs(x) < 1e-3) else f"{x:,.{max(digits - 2, 0)}f}"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6:
+        return f"{x:.4g}"
+    if abs(x) >= 1:
+        return f"{x:,.2f}"
+    return f"{x:.3g}"
 
 
 def fmt_bytes(x: float) -> str:

@@ -39,7 +39,7 @@ def reference_cluster(
     return Cluster(
         devices=tuple(devices),
         bandwidth=bandwidth,
-        name=f"{n_accelerators} accelerators + {n_cpus} CPUs",
+        name=f"{_count(n_accelerators, 'accelerator')} + {_count(n_cpus, 'CPU')}",
     )
 
 
@@ -85,3 +85,7 @@ def two_level_cluster(
         group=group,
         name=f"{n_groups}x{accelerators_per_group} accelerators",
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -12,7 +12,7 @@ import numpy as np
 
 from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
 from dnnpart.evaluate.loads import LoadBreakdown, combine, load_breakdown, node_times
-from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph
+from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
 from dnnpart.problem import LATENCY, Problem
@@ -104,13 +104,16 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         parts.compute.sum(axis=0), parts.comm_in.sum(axis=0), parts.comm_out.sum(axis=0),
         objective.overlap,
     )
-    memory = np.bincount(a, weights=graph.memory_bytes, minlength=cluster.n_devices)
+    memory: FloatArray = np.bincount(
+        a, weights=graph.memory_bytes, minlength=cluster.n_devices
+    ).astype(np.float64)
     violations = _violations(problem, a, memory)
     contiguous = _contiguity(graph, a, cluster.n_devices)
 
     latency = None
     if objective.kind == LATENCY:
-        latency = single_sample_latency(graph, cluster, a, plan.subgraph)
+        subgraph = None if plan.subgraph is None else plan.subgraph.astype(np.int64)
+        latency = single_sample_latency(graph, cluster, a, subgraph)
         if latency.problem:
             violations.append(latency.problem)
         value = latency.latency
@@ -132,9 +135,9 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
     )
 
 
-def _checked_assignment(problem: Problem, plan: Plan) -> np.ndarray:
+def _checked_assignment(problem: Problem, plan: Plan) -> IntArray:
     n, d = problem.graph.n_nodes, problem.cluster.n_devices
-    a = plan.assignment.astype(np.int64)
+    a: IntArray = plan.assignment.astype(np.int64)
     if a.shape != (n,):
         raise ValueError(f"plan assigns {a.shape[0]} nodes, the graph has {n}")
     if a.size and a.max() >= d:
@@ -146,7 +149,7 @@ def _checked_assignment(problem: Problem, plan: Plan) -> np.ndarray:
     return a
 
 
-def _violations(problem: Problem, a: np.ndarray, memory: FloatArray) -> list[str]:
+def _violations(problem: Problem, a: IntArray, memory: FloatArray) -> list[str]:
     graph, cluster = problem.graph, problem.cluster
     out: list[str] = []
     cap = cluster.memory_capacity()
@@ -180,7 +183,7 @@ def _violations(problem: Problem, a: np.ndarray, memory: FloatArray) -> list[str
     return out
 
 
-def _contiguity(graph: Graph, a: np.ndarray, n_devices: int) -> BoolArray:
+def _contiguity(graph: Graph, a: IntArray, n_devices: int) -> BoolArray:
     result = np.ones(n_devices, dtype=np.bool_)
     for dev in np.unique(a):
         for part in (False, True):

@@ -2,6 +2,7 @@
 
 from dnnpart.graph.algorithms import (
     ancestors,
+    colocation_units,
     communication_to_computation_ratio,
     contiguity_witness,
     count_ideals,
@@ -16,13 +17,17 @@ from dnnpart.graph.algorithms import (
 )
 from dnnpart.graph.builder import GraphBuilder
 from dnnpart.graph.core import DEVICE_KINDS, NO_CLASS, Graph, build_graph
+from dnnpart.graph.training import add_backward_pass, backward_partner
 
 __all__ = [
     "DEVICE_KINDS",
     "NO_CLASS",
     "Graph",
     "GraphBuilder",
+    "add_backward_pass",
     "ancestors",
+    "backward_partner",
+    "colocation_units",
     "build_graph",
     "communication_to_computation_ratio",
     "contiguity_witness",

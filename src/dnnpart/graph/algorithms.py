@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph import kernels
-from dnnpart.graph.core import BoolArray, FloatArray, Graph, IntArray
+from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 
 
 def topological_levels(graph: Graph) -> IntArray:
@@ -156,7 +156,29 @@ def degree_of_parallelism(graph: Graph, kind: str = "accelerator") -> float:
     return float(np.sum(graph.time_on(kind))) / path if path > 0 else 1.0
 
 
+def colocation_units(graph: Graph) -> tuple[IntArray, IntArray]:
+    """Groups of nodes that must share a device, as CSR ``(unit_ptr, unit_nodes)``.
+
+    Nodes of one colocation class form a unit; unclassed nodes are units of their own.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> ptr, nodes = colocation_units(chain_graph(3))
+    >>> ptr.tolist(), nodes.tolist()
+    ([0, 1, 2, 3], [0, 1, 2])
+    """
+    cls = graph.color_class
+    key = np.where(cls != NO_CLASS, cls, cls.max(initial=0) + 1 + np.arange(graph.n_nodes))
+    _, unit = np.unique(key, return_inverse=True)
+    order = np.argsort(unit, kind="stable").astype(np.int64)
+    ptr = np.zeros(int(unit.max()) + 2, np.int64)
+    np.cumsum(np.bincount(unit), out=ptr[1:])
+    return ptr, order
+
+
 __all__ = [
+    "colocation_units",
     "ProblemTooLargeError",
     "ancestors",
     "communication_to_computation_ratio",

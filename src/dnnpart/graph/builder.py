@@ -15,8 +15,8 @@ class GraphBuilder:
     Examples
     --------
     >>> b = GraphBuilder()
-    >>> b.add_node(1, cpu_time=4.0, acc_time=1.0, memory_bytes=1e6, name="conv1")
-    >>> b.add_node(2, cpu_time=4.0, acc_time=1.0, name="relu1")
+    >>> _ = b.add_node(1, cpu_time=4.0, acc_time=1.0, memory_bytes=1e6, name="conv1")
+    >>> _ = b.add_node(2, cpu_time=4.0, acc_time=1.0, name="relu1")
     >>> b.add_edge(1, 2, cost=0.25)
     >>> b.build().names
     ('conv1', 'relu1')

@@ -52,7 +52,7 @@ class Graph:
     >>> from dnnpart.graph import GraphBuilder
     >>> b = GraphBuilder()
     >>> for i in range(3):
-    ...     b.add_node(i, cpu_time=2.0, acc_time=1.0)
+    ...     _ = b.add_node(i, cpu_time=2.0, acc_time=1.0)
     >>> b.add_edge(0, 1, cost=0.5); b.add_edge(1, 2, cost=0.5)
     >>> g = b.build()
     >>> g.n_nodes, g.n_edges, g.successors(0).tolist()
@@ -223,7 +223,7 @@ def build_graph(
     --------
     >>> g = build_graph([10, 20], [10], [20], compute_time=[[1, 1], [2, 1]], edge_cost=[0.5])
     >>> g.original_ids.tolist(), g.edge_cost.tolist()
-    [10, 20], [0.5]
+    ([10, 20], [0.5])
     """
     ids = np.asarray(node_ids, dtype=np.int64).reshape(-1)
     n = ids.shape[0]

@@ -191,7 +191,8 @@ def write_json_atomic(data: Any, path: str | Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
+            # json.dumps without indent uses the C encoder (json.dump never does): ~10x faster
+            fh.write(json.dumps(data))
             fh.write("\n")
         os.replace(tmp, target)
     except BaseException:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dnnpart.errors import FormatError
 
 MISSING: Any = object()
@@ -94,7 +96,15 @@ def column(
     records: Sequence[dict[str, Any]], prefix: str, key: str, parse: Callable[[Any, str], Any],
     default: Any = MISSING,
 ) -> list[Any]:
-    """Parse ``records[i][key]`` for every record; a missing key takes ``default`` or fails."""
+    """Parse ``records[i][key]`` for every record; a missing key takes ``default`` or fails.
+
+    Columns of plain numbers (the common case of large files) are checked with numpy; any
+    other column, or one with a bad value, takes the per-value path whose errors name the
+    record and field.
+    """
+    fast = _fast_column(records, key, parse, default)
+    if fast is not None:
+        return fast
     out = []
     for i, rec in enumerate(records):
         value = rec.get(key, MISSING)
@@ -105,3 +115,24 @@ def column(
         else:
             out.append(parse(value, f"{prefix}[{i}].{key}"))
     return out
+
+
+def _fast_column(
+    records: Sequence[dict[str, Any]], key: str, parse: Callable[[Any, str], Any], default: Any
+) -> list[Any] | None:
+    if parse not in (number, integer, flag):
+        return None
+    values = [rec.get(key, default) for rec in records]
+    kinds = {type(x) for x in values}
+    if parse is number and kinds <= {int, float}:
+        arr = np.asarray(values, dtype=np.float64)
+        ok = bool(np.all(np.isfinite(arr)) and np.all(arr >= 0.0))
+    elif parse is integer and kinds <= {int}:
+        ok = True
+    elif parse is flag and kinds <= {bool, int}:
+        ok = all(x in (0, 1) for x in values)
+    else:
+        return None
+    if not ok:
+        return None
+    return [bool(x) for x in values] if parse is flag else values

@@ -10,6 +10,7 @@ import numpy as np
 
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
+from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.registry import Progress, Stopwatch, register
@@ -19,14 +20,19 @@ MAX_ASSIGNMENTS = 200_000
 
 
 def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan | None:
-    n, d = problem.graph.n_nodes, problem.cluster.n_devices
-    if d**n > max_assignments:
+    # Colocated nodes share a device in every feasible plan: enumerate units, not nodes.
+    unit_ptr, unit_nodes = colocation_units(problem.graph)
+    n_units, d = unit_ptr.shape[0] - 1, problem.cluster.n_devices
+    if d**n_units > max_assignments:
         raise ProblemTooLargeError(
-            f"brute force would try {d}^{n} = {d**n:,} assignments (limit {max_assignments:,})"
+            f"brute force would try {d}^{n_units} = {d**n_units:,} assignments "
+            f"(limit {max_assignments:,})"
         )
+    unit_of = np.empty(problem.graph.n_nodes, np.int64)
+    unit_of[unit_nodes] = np.repeat(np.arange(n_units), np.diff(unit_ptr))
     best_value, best = math.inf, None
-    for combo in itertools.product(range(d), repeat=n):
-        plan = Plan(assignment=np.asarray(combo, dtype=np.int32))
+    for combo in itertools.product(range(d), repeat=n_units):
+        plan = Plan(assignment=np.asarray(combo, dtype=np.int32)[unit_of])
         ev = evaluate(problem, plan)
         if not ev.feasible or (contiguous and not ev.contiguous.all()):
             continue
