@@ -1,0 +1,366 @@
+"""Throughput DP over ideals (paper 1, section 5.1.1) and its linearized variant DPL (5.1.2).
+
+Both methods split the graph into contiguous parts, one per device, and minimise the largest
+device load (time per sample of a pipelined schedule). Training graphs are preprocessed as in
+appendix B (:mod:`dnnpart.solvers.dp.preprocess`); the DP then runs on the forward part, each
+forward slice carrying its colocated backward nodes.
+
+Search space
+------------
+The DP builds a split as a chain of ideals, so its parts are contiguous (Definition 3.1) *and*
+can be ordered as a pipeline (every edge goes from an earlier part to a later one or stays
+inside a part). Paper 1's DP has the same space. A split whose contiguous parts each need an
+output of the other (possible when some nodes cannot run on accelerators) is outside it; the
+integer program searches those too.
+
+Objectives
+----------
+* ``training="pipedream"`` (``max_i FW_i + BW_i``) and every overlap mode of appendix C.1
+  (``"none"``, ``"compute-comm"``, ``"full-duplex"``) are optimised exactly.
+* ``training="gpipe"`` (``max_i FW_i + max_i BW_i``) is not decomposable over the DP's
+  prefixes. The DP optimises the PipeDream form instead and reports the plan as FEASIBLE,
+  scored by the evaluator in the GPipe form; its bound is the PipeDream optimum, a valid lower
+  bound because ``max_i (FW_i + BW_i) <= max_i FW_i + max_i BW_i`` for every plan.
+* Not implemented: replication of a stage (appendix C.2) and accelerator hierarchies (C.3).
+
+Speed
+-----
+``dp`` first solves DPL (a few milliseconds) and uses its value as an upper bound ``UB``: a
+slice whose compute time alone reaches ``UB`` on every device kind that can hold it cannot be
+part of a better split, and since compute time only grows with the slice, the enumeration of
+slices below each ideal stops there. This keeps the DP exact while visiting a small fraction
+of the ``O(I^2)`` ideal pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.plan import Plan, SolveResult
+from dnnpart.problem import Problem
+from dnnpart.solvers.dp.ideals import (
+    DEFAULT_MAX_IDEALS,
+    IdealLattice,
+    enumerate_stage_ideals,
+    linear_ideals,
+)
+from dnnpart.solvers.dp.kernels import (
+    KIND_ACC,
+    KIND_BASE,
+    KIND_CPU,
+    KIND_FEWER_ACC,
+    KIND_FEWER_CPU,
+    OVERLAP_CODES,
+    dfs_topological_order,
+    dp_fill,
+)
+from dnnpart.solvers.dp.preprocess import StageGraph, build_stage_graph
+from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.result import result_from_plan
+
+__all__ = [
+    "DEFAULT_MAX_IDEALS",
+    "DpOutcome",
+    "IdealLattice",
+    "StageGraph",
+    "build_stage_graph",
+    "enumerate_stage_ideals",
+    "linear_ideals",
+    "run_dp",
+    "solve_dp",
+    "solve_dpl",
+]
+
+#: Relative tolerance of the evaluator's memory check (``memory > capacity * (1 + 1e-12)``).
+_MEMORY_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class _DeviceModel:
+    """What the DP needs to know about the (identical) accelerators and CPUs."""
+
+    accelerators: tuple[int, ...]
+    cpus: tuple[int, ...]
+    acc_time: npt.NDArray[np.float64]
+    cpu_time: npt.NDArray[np.float64]
+    acc_cap: float
+    cpu_cap: float
+    comm_scale: float
+    overlap: int
+
+
+def _device_model(problem: Problem) -> _DeviceModel:
+    graph, cluster = problem.graph, problem.cluster
+    accs, cpus = cluster.accelerators, cluster.cpus
+    for group, label in ((accs, "accelerators"), (cpus, "CPUs")):
+        if not group:
+            continue
+        first = cluster.devices[group[0]]
+        for i in group[1:]:
+            dev = cluster.devices[i]
+            if (dev.memory_bytes, dev.speed) != (first.memory_bytes, first.speed) or (
+                cluster.host_link_scale[i] != cluster.host_link_scale[group[0]]
+            ):
+                raise ValueError(
+                    f"the DP needs identical {label} (memory, speed, host link); "
+                    f"{first.name} and {dev.name} differ. Use the integer program for "
+                    "heterogeneous clusters"
+                )
+    n = graph.n_nodes
+    if accs:
+        acc = cluster.devices[accs[0]]
+        acc_time = graph.time_on(acc.kind) / acc.speed
+        acc_cap = acc.memory_bytes * (1 + _MEMORY_TOLERANCE)
+        scale = float(cluster.host_link_scale[accs[0]])
+    else:
+        acc_time, acc_cap, scale = np.full(n, np.inf), -1.0, 0.0
+    if cpus:
+        cpu = cluster.devices[cpus[0]]
+        cpu_time = graph.time_on(cpu.kind) / cpu.speed
+        cpu_cap = cpu.memory_bytes * (1 + _MEMORY_TOLERANCE)
+    else:
+        cpu_time, cpu_cap = np.full(n, np.inf), -1.0
+    return _DeviceModel(
+        accelerators=accs, cpus=cpus, acc_time=np.ascontiguousarray(acc_time, np.float64),
+        cpu_time=np.ascontiguousarray(cpu_time, np.float64), acc_cap=float(acc_cap),
+        cpu_cap=float(cpu_cap), comm_scale=scale, overlap=OVERLAP_CODES[problem.objective.overlap],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DpOutcome:
+    """Raw result of :func:`run_dp`.
+
+    ``value`` is the DP's own max-load (``inf`` when no split below ``upper`` exists, or when
+    stopped early); ``assignment`` maps original nodes to devices (``None`` without a split).
+    """
+
+    value: float
+    assignment: npt.NDArray[np.int32] | None
+    finished: bool
+    slices_priced: int
+    slices_pruned: int
+
+
+def run_dp(
+    problem: Problem, stage: StageGraph, lattice: IdealLattice, *, upper: float = math.inf,
+    clock: Stopwatch | None = None, progress: Progress | None = None, label: str = "DP",
+) -> DpOutcome:
+    """Fill the DP table over ``lattice`` (ideals of ``stage``) and rebuild the best split.
+
+    Only splits of max-load ``< upper`` are searched for. With a ``clock`` whose time limit
+    expires, stops between rows and returns ``finished=False``.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    >>> sg = build_stage_graph(p.graph)
+    >>> out = run_dp(p, sg, enumerate_stage_ideals(sg))
+    >>> out.value, out.assignment.tolist()
+    (5.0, [0, 0, 1, 1])
+    """
+    graph = problem.graph
+    model = _device_model(problem)
+    n_acc, n_cpu = len(model.accelerators), len(model.cpus)
+    n_ideals = lattice.n_ideals
+    node_cost, uniform = graph.node_out_cost()
+    dp = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.float64)
+    prev_lower = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int32)
+    prev_kind = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int8)
+    n, depth = graph.n_nodes, stage.n_stage_nodes + 2
+    in_set = np.zeros(n, np.int8)
+    n_succ_in = np.zeros(n, np.int32)
+    stamp = np.full(n_ideals, -1, np.int32)
+    st_lower = np.empty(depth, np.int64)
+    st_pos = np.empty(depth, np.int64)
+    st_node = np.empty(depth, np.int64)
+    st_f = np.empty((depth, 5), np.float64)
+    st_u = np.empty((depth, 2), np.int64)
+    counters = np.zeros(2, np.int64)
+    outdeg = graph.out_degree()
+    pred_edge = graph.pred_edge
+    chunk = max(1, n_ideals // 100)
+    finished = True
+    for start in range(0, n_ideals, chunk):
+        if clock is not None and clock.expired():
+            finished = False
+            break
+        stop = min(n_ideals, start + chunk)
+        dp_fill(
+            start, stop, lattice.down_ptr, lattice.down_node, lattice.down_lower,
+            stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
+            graph.pred_ptr, graph.pred_idx, pred_edge, graph.edge_cost, node_cost, uniform,
+            outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
+            model.cpu_cap, model.comm_scale, model.overlap, float(upper), in_set, n_succ_in,
+            stamp, st_lower, st_pos, st_node, st_f, st_u, dp, prev_lower, prev_kind, counters,
+        )
+        if progress is not None:
+            elapsed = f", {clock.elapsed:.1f} s" if clock is not None else ""
+            progress.update(f"{label}: {stop:,}/{n_ideals:,} rows filled{elapsed}",
+                            stop / n_ideals)
+    priced, pruned = int(counters[0]), int(counters[1])
+    if not finished:
+        return DpOutcome(math.inf, None, False, priced, pruned)
+    full = n_ideals - 1
+    value = float(dp[full, n_acc, n_cpu])
+    if not math.isfinite(value):
+        return DpOutcome(math.inf, None, True, priced, pruned)
+    stage_device = np.full(stage.n_stage_nodes, -1, np.int32)
+    big, a, c = full, n_acc, n_cpu
+    while big > 0:
+        kind = int(prev_kind[big, a, c])
+        if kind == KIND_FEWER_ACC:
+            a -= 1
+            continue
+        if kind == KIND_FEWER_CPU:
+            c -= 1
+            continue
+        assert kind in (KIND_ACC, KIND_CPU) and kind != KIND_BASE, "broken DP back-pointer"
+        lower = int(prev_lower[big, a, c])
+        part = lattice.nodes(big, stage.n_stage_nodes) & ~lattice.nodes(lower, stage.n_stage_nodes)
+        if kind == KIND_ACC:
+            stage_device[part] = model.accelerators[a - 1]
+            a -= 1
+        else:
+            stage_device[part] = model.cpus[c - 1]
+            c -= 1
+        big = lower
+    assert np.all(stage_device >= 0), "DP split left stage nodes unplaced"
+    return DpOutcome(value, stage_device[stage.stage_of], True, priced, pruned)
+
+
+def _check_options(options: dict[str, Any], method: str) -> None:
+    if options:
+        raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+
+
+def _stage_graph(problem: Problem, merge_trivial: bool) -> StageGraph:
+    limit = float(problem.cluster.memory_capacity().min())
+    return build_stage_graph(problem.graph, merge_trivial=merge_trivial, memory_limit=limit)
+
+
+def _linear_lattice(stage: StageGraph) -> IdealLattice:
+    order = dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr, stage.succ_idx)
+    return linear_ideals(np.asarray(order, dtype=np.int64))
+
+
+def _space(problem: Problem, what: str) -> str:
+    gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
+    return what + (" (optimised in the PipeDream form)" if gpipe else "")
+
+
+@register(
+    "dp",
+    summary="dynamic program over ideals: optimal contiguous split minimising max device load",
+    guarantee="optimal contiguous split (pipeline order; forward and backward parts contiguous)",
+    objectives=("throughput",),
+    exact=True,
+    source="paper 1, section 5.1.1, 5.3 and appendix B",
+)
+def solve_dp(
+    problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
+    max_ideals: int = DEFAULT_MAX_IDEALS, use_upper_bound: bool = True, merge_trivial: bool = True,
+    **options: Any,
+) -> SolveResult:
+    """Optimal contiguous split by dynamic programming over the ideals of the forward graph.
+
+    Parameters
+    ----------
+    max_ideals : refuse (``ProblemTooLargeError``) graphs with more ideals than this after
+        preprocessing; ``dpl`` or the integer program handle those.
+    merge_trivial : merge zero-time nodes into their only neighbour (paper 1's code does;
+        exact, see :func:`~dnnpart.solvers.dp.preprocess.build_stage_graph`).
+    use_upper_bound : solve DPL first and prune with its value (exactness is unaffected;
+        ``False`` gives the plain O(I^2) DP, for checks).
+
+    With the GPipe training form the plan optimises the PipeDream form and is reported
+    FEASIBLE with that optimum as its bound (see the module docstring).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> r = solve_dp(chain_problem([4, 1, 1, 4], n_accelerators=2))
+    >>> r.status.value, r.objective, r.stats["n_ideals"]
+    ('optimal', 5.0, 5)
+    """
+    _check_options(options, "dp")
+    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
+        raise ValueError(f"max_ideals must be an integer >= 1, got {max_ideals!r}")
+    clock = Stopwatch(time_limit)
+    stage = _stage_graph(problem, merge_trivial)
+    if progress is not None:
+        progress.update(f"DP: contracted to {stage.n_stage_nodes:,} forward nodes", 0.0)
+    lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals))
+    t_enum = clock.elapsed
+    if progress is not None:
+        progress.update(f"DP: {lattice.n_ideals:,} ideals enumerated, {t_enum:.1f} s", 0.0)
+    stats: dict[str, Any] = {
+        "n_ideals": lattice.n_ideals,
+        "n_stage_nodes": stage.n_stage_nodes,
+        "n_artificial_nodes": stage.n_artificial,
+        "n_cover_pairs": lattice.n_cover_pairs,
+        "enumerate_s": t_enum,
+    }
+    upper, incumbent = math.inf, None
+    if use_upper_bound:
+        dpl = run_dp(problem, stage, _linear_lattice(stage), clock=clock, label="DPL bound")
+        upper, incumbent = dpl.value, dpl.assignment
+        stats["upper_bound"] = upper
+    out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress)
+    stats.update(slices_priced=out.slices_priced, slices_pruned=out.slices_pruned,
+                 timed_out=not out.finished)
+    # The pruned DP is exact only below the bound; at or above it the incumbent is optimal.
+    improved = out.assignment is not None and out.value < upper
+    assignment = out.assignment if improved else incumbent
+    plan = None if assignment is None else Plan(assignment=assignment)
+    optimal_value = out.value if improved else upper
+    gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
+    proven = out.finished and not gpipe
+    bound = optimal_value if (gpipe and out.finished and plan is not None) else None
+    return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
+                            search_space=_space(problem, "contiguous splits in pipeline order"), **stats)
+
+
+@register(
+    "dpl",
+    summary="DP on a DFS linearization of the graph (n+1 ideals): fast, near-optimal",
+    guarantee="a contiguous split; not guaranteed optimal",
+    objectives=("throughput",),
+    exact=False,
+    source="paper 1, section 5.1.2",
+)
+def solve_dpl(
+    problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
+    merge_trivial: bool = True, **options: Any,
+) -> SolveResult:
+    """DP over the prefixes of a depth-first topological order of the forward graph.
+
+    The linearization adds artificial chain edges, so the graph has only ``n + 1`` ideals;
+    the split is contiguous but not guaranteed optimal (status FEASIBLE, no bound).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> r = solve_dpl(chain_problem([4, 1, 1, 4], n_accelerators=2))
+    >>> r.status.value, r.objective
+    ('feasible', 5.0)
+    """
+    _check_options(options, "dpl")
+    clock = Stopwatch(time_limit)
+    stage = _stage_graph(problem, merge_trivial)
+    lattice = _linear_lattice(stage)
+    out = run_dp(problem, stage, lattice, clock=clock, progress=progress, label="DPL")
+    plan = None if out.assignment is None else Plan(assignment=out.assignment)
+    # Not proven: linearization drops splits, so "no plan" does not prove infeasibility.
+    return result_from_plan(
+        problem, plan, method="dpl", clock=clock, proven=False,
+        search_space=_space(problem, "contiguous splits along one linear order"),
+        n_ideals=lattice.n_ideals, n_stage_nodes=stage.n_stage_nodes,
+        slices_priced=out.slices_priced, timed_out=not out.finished,
+    )

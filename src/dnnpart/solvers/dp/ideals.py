@@ -1,0 +1,123 @@
+"""Compact ideal lattices for the throughput DP.
+
+An ideal is stored as its parent ideal plus one node (``parent``/``added``), so a lattice of
+``N`` ideals costs O(N) memory whatever the graph's size; the DP needs only the cover
+relations ``J = I - m`` (``down_*``, CSR by ``I``), which it walks downwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.errors import ProblemTooLargeError
+from dnnpart.solvers.dp.kernels import enumerate_lattice
+from dnnpart.solvers.dp.preprocess import StageGraph
+
+IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+
+#: Default cap on the number of ideals the exact DP enumerates.
+DEFAULT_MAX_IDEALS = 2_000_000
+_ZOBRIST_SEED = 0x5EED_1DEA
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IdealLattice:
+    """Ideals of a DAG numbered so that every subset comes before its supersets.
+
+    Attributes
+    ----------
+    n_ideals : number of ideals, the empty one (index 0) and the full set (last) included.
+    parent, added : ideal ``i > 0`` is ideal ``parent[i]`` plus node ``added[i]``.
+    down_ptr, down_node, down_lower : for ideal ``i``, entries
+        ``down_ptr[i] <= e < down_ptr[i+1]`` say that removing ``down_node[e]`` (a maximal
+        node of ``i``) leaves ideal ``down_lower[e]``.
+    """
+
+    n_ideals: int
+    parent: Int32Array
+    added: Int32Array
+    down_ptr: IntArray
+    down_node: Int32Array
+    down_lower: Int32Array
+
+    @property
+    def n_cover_pairs(self) -> int:
+        return int(self.down_node.shape[0])
+
+    def nodes(self, i: int, n_nodes: int) -> npt.NDArray[np.bool_]:
+        """Membership mask of ideal ``i`` over ``n_nodes`` nodes."""
+        mask = np.zeros(n_nodes, dtype=np.bool_)
+        while i > 0:
+            mask[self.added[i]] = True
+            i = int(self.parent[i])
+        return mask
+
+
+def _down_csr(
+    n_ideals: int, upper: Int32Array, node: Int32Array, lower: Int32Array
+) -> tuple[IntArray, Int32Array, Int32Array]:
+    order = np.argsort(upper, kind="stable")
+    ptr = np.zeros(n_ideals + 1, np.int64)
+    np.cumsum(np.bincount(upper, minlength=n_ideals), out=ptr[1:])
+    return ptr, node[order].astype(np.int32), lower[order].astype(np.int32)
+
+
+def enumerate_stage_ideals(
+    stage: StageGraph, *, max_ideals: int = DEFAULT_MAX_IDEALS
+) -> IdealLattice:
+    """All ideals of the stage DAG with their cover relations.
+
+    Raises
+    ------
+    ProblemTooLargeError
+        When there are more than ``max_ideals`` ideals (found before memory grows past the
+        limit's worth).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> enumerate_stage_ideals(build_stage_graph(chain_graph(3))).n_ideals
+    4
+    """
+    if max_ideals < 1:
+        raise ValueError(f"max_ideals must be >= 1, got {max_ideals!r}")
+    n = stage.n_stage_nodes
+    zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
+        0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True
+    )
+    n_ideals, parent, added, e_up, e_node, e_low = enumerate_lattice(
+        n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx, zobrist,
+        int(max_ideals),
+    )
+    if n_ideals < 0:
+        raise ProblemTooLargeError(
+            f"the contracted forward graph ({n} nodes) has more than {max_ideals:,} ideals; "
+            "the exact DP would need too much time and memory. Use 'dpl' (DP on a "
+            "linearized graph, polynomial) or the integer program, or raise max_ideals"
+        )
+    ptr, node, lower = _down_csr(int(n_ideals), e_up, e_node, e_low)
+    return IdealLattice(n_ideals=int(n_ideals), parent=parent.copy(), added=added.copy(),
+                        down_ptr=ptr, down_node=node, down_lower=lower)
+
+
+def linear_ideals(order: IntArray) -> IdealLattice:
+    """The ``len(order) + 1`` prefixes of a linear order: the ideals after linearization.
+
+    Examples
+    --------
+    >>> lat = linear_ideals(np.array([0, 2, 1]))
+    >>> lat.n_ideals, lat.nodes(2, 3).tolist()
+    (4, [True, False, True])
+    """
+    n = int(order.shape[0])
+    idx = np.arange(n + 1, dtype=np.int32)
+    parent = idx - 1
+    added = np.concatenate(([-1], order)).astype(np.int32)
+    ptr = np.concatenate(([0, 0], np.arange(1, n + 1))).astype(np.int64)
+    return IdealLattice(n_ideals=n + 1, parent=parent, added=added, down_ptr=ptr,
+                        down_node=order.astype(np.int32), down_lower=idx[:-1].copy())

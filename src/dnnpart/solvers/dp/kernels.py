@@ -1,0 +1,393 @@
+"""Numba kernels of the throughput DP (``.py_func`` of each is its plain-Python twin).
+
+Three kernels:
+
+* :func:`enumerate_lattice` lists the ideals of a DAG layer by layer (by size), each as its
+  parent ideal plus one node, and records every cover relation ``J = I - m`` of the lattice
+  (the "down-edges" the DP walks). Ideals of one layer are deduplicated with Zobrist hashing
+  (XOR of per-node random keys, updated in O(1) per added node) in an open-addressing table,
+  confirmed by comparing uint64 bitsets; only two layers of bitsets are alive at a time.
+* :func:`dfs_topological_order` is the linearization of DPL (paper 1, section 5.1.2).
+* :func:`dp_fill` fills DP rows. For ideal ``I`` it enumerates the ideals ``J`` below ``I``
+  by a depth-first walk over down-edges (each ``J`` once, via a stamp array), growing the
+  slice ``U = I \\ J`` one stage node at a time and updating its load incrementally. Since a
+  slice's compute time can only grow as it grows, the walk stops where the compute time of
+  ``U`` on every device kind that can hold it reaches ``upper`` (a known solution's value):
+  no such slice can be part of a better solution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dnnpart._jit import kernel
+
+#: Overlap modes of paper 1, appendix C.1, as kernel codes.
+OVERLAP_CODES = {"none": 0, "compute-comm": 1, "full-duplex": 2}
+
+#: ``prev_kind`` codes of :func:`dp_fill`.
+KIND_ACC, KIND_CPU, KIND_FEWER_ACC, KIND_FEWER_CPU, KIND_BASE = 0, 1, 2, 3, -1
+
+
+@kernel
+def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_ideals):  # type: ignore[no-untyped-def]
+    """Enumerate the ideals of a DAG (ids topological) by size, with their cover relations.
+
+    Returns ``(n_ideals, parent, added, edge_upper, edge_node, edge_lower)``: ideal ``i`` is
+    ``parent[i]`` plus node ``added[i]`` (ideal 0 is empty); each edge says
+    ``edge_upper = edge_lower + {edge_node}``. When more than ``max_ideals`` ideals exist,
+    returns ``n_ideals = -1`` early (memory stays bounded by the limit).
+    """
+    n_words = (n + 63) // 64
+    one = np.uint64(1)
+    cap = 1024
+    parent = np.empty(cap, np.int32)
+    added = np.empty(cap, np.int32)
+    parent[0] = -1
+    added[0] = -1
+    n_ideals = 1
+    e_cap = 1024
+    e_upper = np.empty(e_cap, np.int32)
+    e_node = np.empty(e_cap, np.int32)
+    e_lower = np.empty(e_cap, np.int32)
+    n_edges = 0
+
+    indeg = np.zeros(n, np.int64)
+    for v in range(n):
+        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+    n_sources = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            n_sources += 1
+    cur_bits = np.zeros((1, n_words), np.uint64)
+    cur_hash = np.zeros(1, np.uint64)
+    cur_gidx = np.zeros(1, np.int64)
+    cur_fptr = np.zeros(2, np.int64)
+    cur_fidx = np.empty(max(n_sources, 1), np.int64)
+    t = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            cur_fidx[t] = v
+            t += 1
+    cur_fptr[1] = n_sources
+    n_cur = 1
+
+    while n_cur > 0:
+        total = cur_fptr[n_cur]
+        if total == 0:
+            break
+        t_cap = 16
+        while t_cap < 2 * total:
+            t_cap *= 2
+        mask = np.uint64(t_cap - 1)
+        table = np.full(t_cap, -1, np.int64)
+        nxt_bits = np.empty((total, n_words), np.uint64)
+        nxt_hash = np.empty(total, np.uint64)
+        nxt_gidx = np.empty(total, np.int64)
+        nxt_fptr = np.zeros(total + 1, np.int64)
+        f_cap = 2 * total + 16
+        nxt_fidx = np.empty(f_cap, np.int64)
+        n_f = 0
+        n_nxt = 0
+        for j in range(n_cur):
+            for f in range(cur_fptr[j], cur_fptr[j + 1]):
+                v = cur_fidx[f]
+                vw = v >> 6
+                vb = one << np.uint64(v & 63)
+                h = cur_hash[j] ^ zobrist[v]
+                slot = int(h & mask)
+                found = -1
+                while table[slot] != -1:
+                    c = table[slot]
+                    if nxt_hash[c] == h:
+                        same = True
+                        for w in range(n_words):
+                            word = cur_bits[j, w]
+                            if w == vw:
+                                word = word | vb
+                            if word != nxt_bits[c, w]:
+                                same = False
+                                break
+                        if same:
+                            found = c
+                            break
+                    slot = int((np.uint64(slot) + one) & mask)
+                if found == -1:
+                    if n_ideals >= max_ideals:
+                        return -1, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
+                    c = n_nxt
+                    n_nxt += 1
+                    table[slot] = c
+                    for w in range(n_words):
+                        nxt_bits[c, w] = cur_bits[j, w]
+                    nxt_bits[c, vw] = nxt_bits[c, vw] | vb
+                    nxt_hash[c] = h
+                    if n_ideals == cap:
+                        cap *= 2
+                        parent2 = np.empty(cap, np.int32)
+                        added2 = np.empty(cap, np.int32)
+                        parent2[:n_ideals] = parent[:n_ideals]
+                        added2[:n_ideals] = added[:n_ideals]
+                        parent = parent2
+                        added = added2
+                    parent[n_ideals] = cur_gidx[j]
+                    added[n_ideals] = v
+                    nxt_gidx[c] = n_ideals
+                    n_ideals += 1
+                    # frontier of the new ideal: the old one without v, plus successors of
+                    # v whose predecessors are now all inside
+                    need = (cur_fptr[j + 1] - cur_fptr[j]) + (succ_ptr[v + 1] - succ_ptr[v])
+                    if n_f + need > f_cap:
+                        f_cap = 2 * (n_f + need)
+                        fidx2 = np.empty(f_cap, np.int64)
+                        fidx2[:n_f] = nxt_fidx[:n_f]
+                        nxt_fidx = fidx2
+                    for g in range(cur_fptr[j], cur_fptr[j + 1]):
+                        if cur_fidx[g] != v:
+                            nxt_fidx[n_f] = cur_fidx[g]
+                            n_f += 1
+                    for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                        x = succ_idx[e]
+                        ready = True
+                        for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                            p = pred_idx[q]
+                            if (nxt_bits[c, p >> 6] >> np.uint64(p & 63)) & one == 0:
+                                ready = False
+                                break
+                        if ready:
+                            nxt_fidx[n_f] = x
+                            n_f += 1
+                    nxt_fptr[c + 1] = n_f
+                    found = c
+                if n_edges == e_cap:
+                    e_cap *= 2
+                    u2 = np.empty(e_cap, np.int32)
+                    n2 = np.empty(e_cap, np.int32)
+                    l2 = np.empty(e_cap, np.int32)
+                    u2[:n_edges] = e_upper[:n_edges]
+                    n2[:n_edges] = e_node[:n_edges]
+                    l2[:n_edges] = e_lower[:n_edges]
+                    e_upper = u2
+                    e_node = n2
+                    e_lower = l2
+                e_upper[n_edges] = nxt_gidx[found]
+                e_node[n_edges] = v
+                e_lower[n_edges] = cur_gidx[j]
+                n_edges += 1
+        cur_bits = nxt_bits[:n_nxt]
+        cur_hash = nxt_hash[:n_nxt]
+        cur_gidx = nxt_gidx[:n_nxt]
+        cur_fptr = nxt_fptr[: n_nxt + 1]
+        cur_fidx = nxt_fidx[:n_f]
+        n_cur = n_nxt
+    return (n_ideals, parent[:n_ideals], added[:n_ideals], e_upper[:n_edges],
+            e_node[:n_edges], e_lower[:n_edges])
+
+
+@kernel
+def dfs_topological_order(n, succ_ptr, succ_idx):  # type: ignore[no-untyped-def]
+    """A topological order that follows a depth-first traversal (DPL's linearization).
+
+    A node is emitted once all its predecessors are; among ready nodes the most recently
+    readied one goes next, so the order runs down one branch before taking up another
+    (smallest ids first among simultaneous choices).
+    """
+    indeg = np.zeros(n, np.int64)
+    for e in range(succ_idx.shape[0]):
+        indeg[succ_idx[e]] += 1
+    stack = np.empty(n, np.int64)
+    top = 0
+    for v in range(n - 1, -1, -1):
+        if indeg[v] == 0:
+            stack[top] = v
+            top += 1
+    order = np.empty(n, np.int64)
+    t = 0
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        order[t] = u
+        t += 1
+        for e in range(succ_ptr[u + 1] - 1, succ_ptr[u] - 1, -1):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+    return order[:t]
+
+
+@kernel
+def dp_fill(  # type: ignore[no-untyped-def]
+    i_start, i_end, down_ptr, down_node, down_lower, member_ptr, member_idx,
+    succ_ptr, succ_idx, pred_ptr, pred_idx, pred_edge, edge_cost, node_cost, uniform, outdeg,
+    acc_time, cpu_time, memory, acc_cap, cpu_cap, comm_scale, overlap, upper,
+    in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u,
+    dp, prev_lower, prev_kind, counters,
+):
+    """Fill DP rows ``i_start <= I < i_end`` (ideals numbered so that subsets come first).
+
+    ``dp[I, a, c]`` = least max-load splitting ideal ``I`` over at most ``a`` accelerators
+    and ``c`` CPUs (``inf`` when impossible or when every split is ``>= upper``); the
+    choice is kept in ``prev_lower``/``prev_kind``. The load of a device holding the
+    original nodes ``S`` is the evaluator's: compute plus ``c_u`` once per own node with an
+    out-edge leaving ``S`` and once per outside node with an edge into ``S`` (per edge for
+    non-uniform nodes), scaled by ``comm_scale``, combined per ``overlap``; CPUs pay compute
+    only. ``in_set``/``n_succ_in`` must be all zero and ``stamp`` all -1 on entry (they are
+    returned so). ``counters[0]`` += slices priced, ``counters[1]`` += slices cut by
+    ``upper``.
+    """
+    n_acc = dp.shape[1] - 1
+    n_cpu = dp.shape[2] - 1
+    inf = np.inf
+    for big in range(i_start, i_end):
+        for a in range(n_acc + 1):
+            for c in range(n_cpu + 1):
+                dp[big, a, c] = inf
+                prev_lower[big, a, c] = -1
+                prev_kind[big, a, c] = KIND_BASE
+        if big == 0:
+            for a in range(n_acc + 1):
+                for c in range(n_cpu + 1):
+                    dp[0, a, c] = 0.0
+            continue
+        stamp[big] = big
+        sp = 0
+        st_lower[0] = big
+        st_pos[0] = down_ptr[big]
+        st_node[0] = -1
+        for q in range(5):
+            st_f[0, q] = 0.0
+        st_u[0, 0] = 0
+        st_u[0, 1] = 0
+        while sp >= 0:
+            cur = st_lower[sp]
+            pos = st_pos[sp]
+            if pos == down_ptr[cur + 1]:
+                s = st_node[sp]
+                if s >= 0:
+                    # undo membership of stage node s (reverse order of adding)
+                    for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
+                        x = member_idx[r]
+                        in_set[x] = 0
+                        for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                            n_succ_in[pred_idx[q]] -= 1
+                sp -= 1
+                continue
+            st_pos[sp] = pos + 1
+            lower = down_lower[pos]
+            if stamp[lower] == big:
+                continue
+            stamp[lower] = big
+            s = down_node[pos]
+            comp_acc = st_f[sp, 0]
+            comp_cpu = st_f[sp, 1]
+            mem = st_f[sp, 2]
+            comm_in = st_f[sp, 3]
+            comm_out = st_f[sp, 4]
+            bad_acc = st_u[sp, 0]
+            bad_cpu = st_u[sp, 1]
+            for r in range(member_ptr[s], member_ptr[s + 1]):
+                x = member_idx[r]
+                ta = acc_time[x]
+                tc = cpu_time[x]
+                if ta == inf:
+                    bad_acc += 1
+                else:
+                    comp_acc += ta
+                if tc == inf:
+                    bad_cpu += 1
+                else:
+                    comp_cpu += tc
+                mem += memory[x]
+                # x itself moves from outside to inside the slice
+                if uniform[x]:
+                    if n_succ_in[x] > 0:
+                        comm_in -= node_cost[x]
+                    if n_succ_in[x] < outdeg[x]:
+                        comm_out += node_cost[x]
+                else:
+                    for e in range(succ_ptr[x], succ_ptr[x + 1]):
+                        if in_set[succ_idx[e]]:
+                            comm_in -= edge_cost[e]
+                        else:
+                            comm_out += edge_cost[e]
+                in_set[x] = 1
+                for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                    p = pred_idx[q]
+                    n_succ_in[p] += 1
+                    if uniform[p]:
+                        if in_set[p]:
+                            if n_succ_in[p] == outdeg[p]:
+                                comm_out -= node_cost[p]
+                        elif n_succ_in[p] == 1:
+                            comm_in += node_cost[p]
+                    else:
+                        if in_set[p]:
+                            comm_out -= edge_cost[pred_edge[q]]
+                        else:
+                            comm_in += edge_cost[pred_edge[q]]
+            acc_ok = n_acc > 0 and bad_acc == 0 and mem <= acc_cap
+            cpu_ok = n_cpu > 0 and bad_cpu == 0 and mem <= cpu_cap
+            lb = inf
+            if acc_ok:
+                lb = comp_acc
+            if cpu_ok and comp_cpu < lb:
+                lb = comp_cpu
+            if lb >= upper:
+                counters[1] += 1
+                for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
+                    x = member_idx[r]
+                    in_set[x] = 0
+                    for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                        n_succ_in[pred_idx[q]] -= 1
+                continue
+            counters[0] += 1
+            acc_load = inf
+            if acc_ok:
+                ci = comm_in * comm_scale
+                co = comm_out * comm_scale
+                if overlap == 0:
+                    acc_load = comp_acc + ci + co
+                elif overlap == 1:
+                    acc_load = max(comp_acc, ci + co)
+                else:
+                    acc_load = max(comp_acc, max(ci, co))
+            cpu_load = comp_cpu if cpu_ok else inf
+            for a in range(n_acc + 1):
+                for c in range(n_cpu + 1):
+                    best = dp[big, a, c]
+                    if a > 0 and acc_load < best:
+                        v = max(dp[lower, a - 1, c], acc_load)
+                        if v < best:
+                            best = v
+                            prev_lower[big, a, c] = lower
+                            prev_kind[big, a, c] = KIND_ACC
+                    if c > 0 and cpu_load < best:
+                        v = max(dp[lower, a, c - 1], cpu_load)
+                        if v < best:
+                            best = v
+                            prev_lower[big, a, c] = lower
+                            prev_kind[big, a, c] = KIND_CPU
+                    dp[big, a, c] = best
+            sp += 1
+            st_lower[sp] = lower
+            st_pos[sp] = down_ptr[lower]
+            st_node[sp] = s
+            st_f[sp, 0] = comp_acc
+            st_f[sp, 1] = comp_cpu
+            st_f[sp, 2] = mem
+            st_f[sp, 3] = comm_in
+            st_f[sp, 4] = comm_out
+            st_u[sp, 0] = bad_acc
+            st_u[sp, 1] = bad_cpu
+        # unused devices: splitting over fewer devices is allowed
+        for a in range(n_acc + 1):
+            for c in range(n_cpu + 1):
+                if a > 0 and dp[big, a - 1, c] < dp[big, a, c]:
+                    dp[big, a, c] = dp[big, a - 1, c]
+                    prev_kind[big, a, c] = KIND_FEWER_ACC
+                if c > 0 and dp[big, a, c - 1] < dp[big, a, c]:
+                    dp[big, a, c] = dp[big, a, c - 1]
+                    prev_kind[big, a, c] = KIND_FEWER_CPU
+    return counters

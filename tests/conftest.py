@@ -1,0 +1,31 @@
+"""Shared fixtures and the hypothesis profile of the test suite."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "dnnpart",
+    deadline=None,  # numba compiles kernels on first call; no timed assertions anywhere
+    max_examples=50,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("thorough", parent=settings.get_profile("dnnpart"), max_examples=1000)
+# HYPOTHESIS_PROFILE=thorough for a long soak of the property tests
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dnnpart"))
+
+#: Paper 1's reference workloads live beside the checkout, never inside the repository.
+WORKLOADS_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "dnn-partitioning"
+
+
+@pytest.fixture(scope="session")
+def workloads_dir() -> Path:
+    """``../shared/workloads/dnn-partitioning`` beside the checkout; skips when absent."""
+    if not (WORKLOADS_DIR / "throughput").is_dir():
+        pytest.skip(f"reference workloads not found at {WORKLOADS_DIR.resolve()} "
+                    "(../shared/workloads/dnn-partitioning beside the checkout)")
+    return WORKLOADS_DIR
