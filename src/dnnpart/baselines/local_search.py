@@ -83,7 +83,7 @@ def solve_local_search(
             break
         unit_device = np.array([rng.choice(np.flatnonzero(row)) for row in allowed], dtype=np.int64)
         assign = unit_device[unit_of]
-        cnt, loads, memory = k.initial_state(
+        cnt, loads, memory = k.initial_state(  # type: ignore[no-untyped-call]
             assign, d, graph.succ_ptr, graph.succ_idx.astype(np.int64), graph.edge_cost,
             node_time, out_cost, uniform, is_acc, graph.memory_bytes)
         total_moves += k.descend(

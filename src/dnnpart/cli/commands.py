@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from dnnpart.cli.main import EXIT_NO_PLAN, EXIT_OK, dumps
@@ -34,6 +35,7 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
         n_ideals: int | None = alg.count_ideals(g, limit=ideal_limit)
     except ProblemTooLargeError:
         n_ideals = None
+    dp_ideals = _dp_ideals(problem, ideal_limit)
     width, exact = alg.width(g)
     classes = g.color_class[g.color_class >= 0]
     multi = int(np.count_nonzero(np.bincount(classes) > 1)) if classes.size else 0
@@ -53,6 +55,7 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
         "width": width,
         "width_exact": exact,
         "ideals": n_ideals,
+        "dp_ideals": dp_ideals,
         "ideal_limit": ideal_limit,
         "ccr": alg.communication_to_computation_ratio(g),
         "degree_of_parallelism": alg.degree_of_parallelism(g) if np.isfinite(acc).all() else None,
@@ -66,27 +69,43 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
     }
 
 
+def _dp_ideals(problem: Problem, limit: int) -> int | None:
+    """Ideals the exact DP enumerates: those of the graph after its contraction (appendix B)."""
+    from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+
+    stage = build_stage_graph(problem.graph,
+                              memory_limit=float(problem.cluster.memory_capacity().min()))
+    try:
+        return enumerate_stage_ideals(stage, max_ideals=limit).n_ideals
+    except ProblemTooLargeError:
+        return None
+
+
 def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
     problem = _problem(args)
     s = graph_summary(problem, ideal_limit=args.ideal_limit)
     if out.json_mode:
         out.json(dumps(s))
         return EXIT_OK
-    table = Table(title=f"Graph {s['name']}", title_justify="left", show_header=False)
+    table = Table(title=f"Graph {escape(str(s['name']))}", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
-    ideals = f"{s['ideals']:,}" if s["ideals"] is not None else f"> {s['ideal_limit']:,}"
+    def count(n: int | None) -> str:
+        return f"{n:,}" if n is not None else f"> {s['ideal_limit']:,}"
+
     rows = [
         ("nodes / edges", f"{s['nodes']:,} / {s['edges']:,}"),
         ("backward nodes", f"{s['backward_nodes']:,}"),
         ("colocation classes (>1 node)", f"{s['colocation_classes_with_several_nodes']:,}"),
         ("unsupported on accelerators", f"{s['unsupported_on_accelerator']:,}"),
-        ("total time on CPU / accelerator", f"{fmt(s['total_cpu_time'])} / {fmt(s['total_accelerator_time'])}"),
+        ("total time on CPU / accelerator",
+         f"{fmt(s['total_cpu_time'])} / {fmt(s['total_accelerator_time'])}"),
         ("total memory", fmt_bytes(s["total_memory_bytes"])),
         ("critical path (accelerator)", fmt(s["critical_path_accelerator"])),
         ("depth (levels)", f"{s['depth_levels']:,}"),
         ("width (max antichain)", f"{s['width']:,}" + ("" if s["width_exact"] else " (lower bound)")),
-        ("ideals", ideals),
+        ("ideals", count(s["ideals"])),
+        ("ideals searched by the DP (contracted)", count(s["dp_ideals"])),
         ("CCR (comm / compute)", fmt(s["ccr"])),
         ("avg. degree of parallelism", fmt(s["degree_of_parallelism"])),
     ]
@@ -117,7 +136,7 @@ def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
                   + ("" if ev.feasible else "  [red](plan violates constraints)[/]"))
         out.print(out.device_table(problem, plan, ev))
         for v in ev.violations:
-            out.print(f"[red]violation:[/] {v}")
+            out.print(f"[red]violation:[/] {escape(v)}")
     return EXIT_OK if ev.feasible else EXIT_NO_PLAN
 
 
@@ -165,7 +184,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
             out.print(out.device_table(problem, result.plan, ev,
                                        title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
         if "violations" in result.stats:
-            out.print(f"[red]violations:[/] {result.stats['violations']}")
+            out.print(f"[red]violations:[/] {escape(str(result.stats['violations']))}")
         if args.out and result.plan is not None:
             out.note(f"plan written to {args.out}")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
@@ -198,13 +217,17 @@ def cmd_demo(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.zoo import list_examples
 
     if args.list:
+        listing = Table(title="Built-in examples", title_justify="left")
+        listing.add_column("example", no_wrap=True)
+        listing.add_column("what it is")
         for spec, description in list_examples():
-            out.print(f"{spec:28s} {description}")
+            listing.add_row(spec, description)
+        out.print(listing)
         return EXIT_OK
     problem = load_problem(args.example)
     g, c = problem.graph, problem.cluster
-    out.print(f"[bold]{args.example}[/]: {g.n_nodes:,} operators, {g.n_edges:,} edges"
-              f"{' (training graph)' if g.is_training else ''}; cluster {c.name}")
+    out.print(f"[bold]{escape(args.example)}[/]: {g.n_nodes:,} operators, {g.n_edges:,} edges"
+              f"{' (training graph)' if g.is_training else ''}; cluster {escape(c.name)}")
     out.print(f"objective: {problem.objective.describe()}; built-in examples are timed in ms")
     registered = {m.name for m in available_methods()}
     results: list[SolveResult] = []

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="describe a graph: size, structure, ideals, width, CCR")
     _add_problem_args(p)
-    p.add_argument("--ideal-limit", type=int, default=100_000, help="stop counting ideals here (default 100,000)")
+    p.add_argument("--ideal-limit", type=int, default=100_000,
+                   help="stop counting ideals here (default 100,000)")
 
     p = sub.add_parser("evaluate", help="score a plan file (dnnpart plan or expert split)")
     _add_problem_args(p)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dnnpart.evaluate import Evaluation
@@ -54,11 +55,12 @@ class Renderer:
         self.err = Console(stderr=True, highlight=False)
 
     def error(self, message: str) -> None:
-        self.err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+        # One line, never wrapped, and the message (which quotes the input) is not markup.
+        self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.err.print(message, markup=False)
+            self.err.print(message, markup=False, highlight=False, soft_wrap=True)
 
     def print(self, *items: Any) -> None:
         self.out.print(*items)
@@ -89,7 +91,7 @@ class Renderer:
             if training:
                 load += [fmt(ev.forward_load[i]), fmt(ev.backward_load[i])]
             mem = fmt_bytes(ev.memory_bytes[i]) + ("" if math.isinf(cap[i]) else f" / {fmt_bytes(cap[i])}")
-            name = f"[bold]{dev.name}[/]" if i == worst else dev.name
+            name = f"[bold]{escape(dev.name)}[/]" if i == worst else escape(dev.name)
             table.add_row(
                 name, dev.kind, str(n_nodes[i]), *load,
                 fmt(float(ev.breakdown.compute[:, i].sum())),
@@ -133,4 +135,4 @@ class StderrProgress:
         elapsed = time.perf_counter() - self.started
         pct = f" {fraction:.0%}" if fraction is not None else ""
         if self._status is not None:
-            self._status.update(f"{message}{pct}  [{elapsed:.1f} s]")
+            self._status.update(f"{escape(message)}{pct}  ({elapsed:.1f} s)")

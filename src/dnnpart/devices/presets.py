@@ -31,7 +31,10 @@ def reference_cluster(
     """
     if n_accelerators < 0 or n_cpus < 0:
         raise ValueError(f"device counts must be >= 0, got {n_accelerators} accelerators, {n_cpus} CPUs")
-    devices = [Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=memory_bytes) for i in range(n_accelerators)]
+    devices = [
+        Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=memory_bytes)
+        for i in range(n_accelerators)
+    ]
     devices += [Device(name=f"cpu{i}", kind=CPU) for i in range(n_cpus)]
     d = len(devices)
     bandwidth = np.full((d, d), host_bandwidth / 2)  # via DRAM: one write, one read

@@ -119,7 +119,8 @@ def single_sample_latency(
         s, t, c = src[sel], u_dst[sel], graph.edge_cost[sel]
         if per_node:
             outs = np.unique(s)
-            np.add.at(duration, unit_of_node[outs], np.where(acc_unit[unit_of_node[outs]], node_cost[outs], 0.0) * unit_scale[unit_of_node[outs]])
+            ou = unit_of_node[outs]
+            np.add.at(duration, ou, np.where(acc_unit[ou], node_cost[outs], 0.0) * unit_scale[ou])
             pairs = np.unique(s * n_units + t)
             ps, pt = pairs // n_units, pairs % n_units
             np.add.at(duration, pt, np.where(acc_unit[pt], node_cost[ps], 0.0) * unit_scale[pt])

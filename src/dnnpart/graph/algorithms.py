@@ -178,9 +178,9 @@ def colocation_units(graph: Graph) -> tuple[IntArray, IntArray]:
 
 
 __all__ = [
-    "colocation_units",
     "ProblemTooLargeError",
     "ancestors",
+    "colocation_units",
     "communication_to_computation_ratio",
     "contiguity_witness",
     "count_ideals",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -292,20 +293,22 @@ def build_graph(
             raise InvalidGraphError(f"duplicate edge {a} -> {b}")
         keep = np.concatenate(([True], ~same))
         group = np.cumsum(keep) - 1
-        cost = np.bincount(group, weights=cost)
-        ebytes = np.bincount(group, weights=ebytes)  # nan stays nan when any part is unknown
+        cost = np.bincount(group, weights=cost).astype(np.float64)
+        # nan stays nan when any part is unknown
+        ebytes = np.bincount(group, weights=ebytes).astype(np.float64)
         src_new, dst_new = src_new[keep], dst_new[keep]
 
     succ_ptr, succ_idx, _ = _csr(n, src_new, dst_new, presorted=True)
     pred_ptr, pred_idx, pred_edge = _csr(n, dst_new, src_new)
 
-    def permuted(values: npt.ArrayLike | None, fill: object, dtype: type) -> npt.NDArray:
+    def permuted(values: npt.ArrayLike | None, fill: object, dtype: type) -> npt.NDArray[Any]:
         if values is None:
             return np.full(n, fill, dtype=dtype)
-        arr = np.asarray(values, dtype=dtype).reshape(-1)
+        arr: npt.NDArray[Any] = np.asarray(values, dtype=dtype).reshape(-1)
         if arr.shape[0] != n:
             raise InvalidGraphError(f"expected {n} node values, got {arr.shape[0]}")
-        return arr[topo]
+        result: npt.NDArray[Any] = arr[topo]
+        return result
 
     return Graph(
         succ_ptr=succ_ptr,
@@ -357,7 +360,9 @@ def _check_finite_nonneg(
     bad = ~np.isfinite(arr) | (arr < 0)
     if np.any(bad):
         i = int(np.argmax(bad))
-        raise InvalidGraphError(f"node {names[i]} (id {ids[i]}): {field} must be finite and >= 0, got {arr[i]}")
+        raise InvalidGraphError(
+            f"node {names[i]} (id {ids[i]}): {field} must be finite and >= 0, got {arr[i]}"
+        )
 
 
 def _lookup(sorted_ids: IntArray, order: IntArray, query: IntArray, role: str) -> IntArray:
@@ -368,7 +373,8 @@ def _lookup(sorted_ids: IntArray, order: IntArray, query: IntArray, role: str) -
     if not np.all(ok):
         e = int(np.argmin(ok))
         raise InvalidGraphError(f"edges[{e}]: {role} id {int(query[e])} is not a node id")
-    return order[pos].astype(np.int64)
+    result: IntArray = order[pos].astype(np.int64)
+    return result
 
 
 def _csr(

@@ -56,7 +56,7 @@ def parse_graph(data: Any, source: str = "<data>") -> Graph:
     acc = [
         f.number(n["fpgaLatency"], f"nodes[{i}].fpgaLatency") if "fpgaLatency" in n
         else _require_if(ok, f"nodes[{i}].fpgaLatency")
-        for i, (n, ok) in enumerate(zip(nodes, supported))
+        for i, (n, ok) in enumerate(zip(nodes, supported, strict=True))
     ]
     backward = f.column(nodes, "nodes", "isBackwardNode", f.flag, default=False)
     color = f.column(nodes, "nodes", "colorClass", _optional_int, default=NO_CLASS)
@@ -87,7 +87,7 @@ def parse_graph(data: Any, source: str = "<data>") -> Graph:
             is_backward=backward,
             color_class=color,
             layer_id=layer,
-            names=[str(i) if n is None else n for i, n in zip(ids, names)],
+            names=[str(i) if n is None else n for i, n in zip(ids, names, strict=True)],
         )
     except InvalidGraphError as exc:
         raise FormatError(f"{source}: {exc}") from None
@@ -169,7 +169,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
     src = g.original_ids[g.edge_sources()]
     dst = g.original_ids[g.succ_idx]
     edges = [{"sourceId": int(s), "destId": int(t), "cost": float(w)}
-             for s, t, w in zip(src, dst, g.edge_cost)]
+             for s, t, w in zip(src, dst, g.edge_cost, strict=True)]
     memory = acc_mem.pop() if acc_mem else 0.0
     return {
         "maxSizePerFPGA": memory if math.isfinite(memory) else 1e300,

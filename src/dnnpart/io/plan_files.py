@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnpart.errors import FormatError
-from dnnpart.graph.core import NO_CLASS
+from dnnpart.graph.core import NO_CLASS, Graph
 from dnnpart.io import fields as f
 from dnnpart.io.dnn_partitioning import write_json_atomic
 from dnnpart.plan import Plan, SolveResult
@@ -47,6 +48,7 @@ def parse_plan(
     subgraph = np.zeros(graph.n_nodes, dtype=np.int64)
     has_subgraphs = False
     lists: list[tuple[str, int, list[Any]]] = []  # (field path, device index, ids)
+    parts: list[tuple[str, int, list[np.ndarray]]] = []  # (field path, device, subgraph nodes)
 
     if "fpgas" in root or "cpus" in root:
         for key, devices in (("fpgas", cluster.accelerators), ("cpus", cluster.cpus)):
@@ -77,10 +79,12 @@ def parse_plan(
             lists.append((f"{where}.nodes", dev, ids))
             if "subgraphs" in entry:
                 has_subgraphs = True
-                for j, part in enumerate(f.require_list(entry["subgraphs"], f"{where}.subgraphs")):
-                    part_ids = f.require_list(part, f"{where}.subgraphs[{j}]")
-                    idx = _indices(graph, part_ids, f"{where}.subgraphs[{j}]")
-                    subgraph[idx] = j
+                listed = f.require_list(entry["subgraphs"], f"{where}.subgraphs")
+                parts.append((f"{where}.subgraphs", dev, [
+                    _indices(graph, f.require_list(part, f"{where}.subgraphs[{j}]"),
+                             f"{where}.subgraphs[{j}]")
+                    for j, part in enumerate(listed)
+                ]))
     else:
         raise FormatError(
             f"{source}: not a plan: expected a dnnpart plan (\"format\": \"{PLAN_FORMAT}\") "
@@ -93,6 +97,10 @@ def parse_plan(
         if again.size:
             raise FormatError(f"{where}: node {graph.label(int(again[0]))} is placed twice")
         assignment[idx] = dev
+    for where, dev, device_parts in parts:
+        _check_subgraphs(graph, assignment, where, dev, device_parts)
+        for j, idx in enumerate(device_parts):
+            subgraph[idx] = j
 
     if fill_by_colocation:
         _fill_by_colocation(problem, assignment)
@@ -104,7 +112,27 @@ def parse_plan(
         raise FormatError(
             f"{source}: {missing.size} node(s) are not placed, e.g. {graph.label(int(missing[0]))}{hint}"
         )
-    return Plan(assignment=assignment, subgraph=subgraph if has_subgraphs else None)
+    return Plan(assignment=assignment.astype(np.int32),
+                subgraph=subgraph.astype(np.int32) if has_subgraphs else None)
+
+
+def _check_subgraphs(
+    graph: Graph, assignment: np.ndarray, where: str, dev: int, parts: list[np.ndarray]
+) -> None:
+    """A device's subgraphs must partition exactly the nodes the device is given."""
+    seen = np.zeros(graph.n_nodes, dtype=bool)
+    for j, idx in enumerate(parts):
+        foreign = idx[assignment[idx] != dev]
+        if foreign.size:
+            raise FormatError(f"{where}[{j}]: node {graph.label(int(foreign[0]))} is not among "
+                              "this device's nodes")
+        twice = idx[seen[idx]]
+        if twice.size:
+            raise FormatError(f"{where}[{j}]: node {graph.label(int(twice[0]))} is listed in two subgraphs")
+        seen[idx] = True
+    left_out = np.flatnonzero((assignment == dev) & ~seen)
+    if left_out.size:
+        raise FormatError(f"{where}: node {graph.label(int(left_out[0]))} of this device is in no subgraph")
 
 
 def read_plan(path: str | Path, problem: Problem, *, fill_by_colocation: bool = False) -> Plan:
@@ -141,7 +169,7 @@ def write_plan(problem: Problem, plan: Plan, path: str | Path, result: SolveResu
     write_json_atomic(plan_to_dict(problem, plan, result), path)
 
 
-def _indices(graph: Any, ids: list[Any], where: str) -> np.ndarray:
+def _indices(graph: Graph, ids: list[Any], where: str) -> npt.NDArray[np.int64]:
     parsed = [f.integer(x, f"{where}[{i}]") for i, x in enumerate(ids)]
     try:
         idx = graph.index_of(parsed)
@@ -157,7 +185,7 @@ def _indices(graph: Any, ids: list[Any], where: str) -> np.ndarray:
 def _fill_by_colocation(problem: Problem, assignment: np.ndarray) -> None:
     cls = problem.graph.color_class
     placed = (assignment != UNPLACED) & (cls != NO_CLASS)
-    device_of_class = dict(zip(cls[placed].tolist(), assignment[placed].tolist()))
+    device_of_class = dict(zip(cls[placed].tolist(), assignment[placed].tolist(), strict=True))
     for v in np.flatnonzero((assignment == UNPLACED) & (cls != NO_CLASS)):
         dev = device_of_class.get(int(cls[v]))
         if dev is not None:
