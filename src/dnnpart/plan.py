@@ -25,15 +25,24 @@ class Plan:
     subgraph : optional ``(n,)`` ordinal of the node's subgraph on its device; a device runs
         its subgraphs in increasing ordinal (single-sample latency with several contiguous
         subgraphs per accelerator). ``None`` lets the evaluator derive them.
+    replica_of : optional ``(d,)`` replication of stages (paper 1, appendix C.2): for every
+        device, the device whose stage it runs a replica of, or itself. A *primary* device
+        (``replica_of[p] == p``) holds the stage's nodes in ``assignment``; each replica
+        ``j`` (``replica_of[j] == p != j``) holds none and runs the same nodes on every
+        ``r``-th sample, ``r`` being the size of the group. ``None``: no replication.
 
     Examples
     --------
     >>> Plan(assignment=[0, 0, 1]).device_nodes(0).tolist()
     [0, 1]
+    >>> p = Plan(assignment=[0, 0, 1], replica_of=[0, 1, 0])   # device 2 replicates device 0
+    >>> p.replica_counts().tolist(), p.replicas(0).tolist()
+    ([2, 1, 2], [0, 2])
     """
 
     assignment: Int32Array
     subgraph: Int32Array | None = None
+    replica_of: Int32Array | None = None
 
     def __post_init__(self) -> None:
         a = np.array(self.assignment, dtype=np.int32).reshape(-1)
@@ -47,6 +56,25 @@ class Plan:
                 raise ValueError("plan subgraph must be (n,) non-negative ordinals")
             s.flags.writeable = False
             object.__setattr__(self, "subgraph", s)
+        if self.replica_of is not None:
+            r = np.array(self.replica_of, dtype=np.int32).reshape(-1)
+            if np.any(r < 0) or np.any(r >= r.shape[0]):
+                raise ValueError("plan replica_of must hold device indices in [0, n_devices)")
+            if np.any(r[r] != r):
+                raise ValueError(
+                    "plan replica_of must point every replica at a primary device "
+                    "(one that is its own replica_of), not at another replica"
+                )
+            held = np.zeros(r.shape[0], np.bool_)
+            held[a[a < r.shape[0]]] = True
+            bad = np.flatnonzero(held & (r != np.arange(r.shape[0])))
+            if bad.size:
+                raise ValueError(
+                    f"plan replica_of: device {int(bad[0])} replicates device {int(r[bad[0]])} "
+                    "but is also assigned nodes; a replica holds no nodes of its own"
+                )
+            r.flags.writeable = False
+            object.__setattr__(self, "replica_of", r)
 
     @property
     def n_nodes(self) -> int:
@@ -54,6 +82,30 @@ class Plan:
 
     def device_nodes(self, device: int) -> npt.NDArray[np.int64]:
         return np.flatnonzero(self.assignment == device)
+
+    @property
+    def is_replicated(self) -> bool:
+        """Whether some stage runs on more than one device."""
+        r = self.replica_of
+        return r is not None and bool(np.any(r != np.arange(r.shape[0])))
+
+    def replica_counts(self) -> npt.NDArray[np.int64]:
+        """Per device, the number of devices running its stage (1 without replication).
+
+        Needs ``replica_of``; every device of a group gets the group's size.
+        """
+        if self.replica_of is None:
+            raise ValueError("the plan has no replica_of")
+        r = self.replica_of.astype(np.int64)
+        counts: npt.NDArray[np.int64] = np.bincount(r, minlength=r.shape[0])[r]
+        return counts
+
+    def replicas(self, device: int) -> npt.NDArray[np.int64]:
+        """The devices of ``device``'s replication group, its primary included."""
+        if self.replica_of is None:
+            return np.array([device], dtype=np.int64)
+        r = self.replica_of
+        return np.flatnonzero(r == r[device])
 
 
 class Status(enum.Enum):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -252,3 +253,55 @@ def test_published_expert_files_place_every_node(workloads_dir: Path) -> None:
         problem = read_problem(workloads_dir / "throughput" / "LayerGraphs" / name)
         plan = read_plan(path, problem)
         assert plan.n_nodes == problem.graph.n_nodes
+
+
+# -- replicated stages (paper 1, appendix C.2) -------------------------------------------------
+
+
+def test_round_trip_with_replicas(tmp_path: Path) -> None:
+    p = Problem(graph=_problem().graph, name="tiny", cluster=reference_cluster(
+        n_accelerators=3, n_cpus=1, memory_bytes=1e9))
+    a = np.empty(3, np.int64)
+    a[p.graph.index_of([10, 20, 30])] = [0, 0, 2]
+    plan = Plan(assignment=a, replica_of=[0, 0, 2, 3])
+    write_plan(p, plan, tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["version"] == 1
+    assert doc["devices"][1] == {"name": "acc1", "kind": "accelerator", "nodes": [],
+                                 "replica_of": "acc0"}
+    assert "replica_of" not in doc["devices"][0]
+    back = read_plan(tmp_path / "p.json", p)
+    np.testing.assert_array_equal(back.assignment, plan.assignment)
+    np.testing.assert_array_equal(back.replica_of, [0, 0, 2, 3])
+    # without replication nothing is written, and nothing is read back
+    write_plan(p, Plan(assignment=a, replica_of=[0, 1, 2, 3]), tmp_path / "q.json")
+    assert read_plan(tmp_path / "q.json", p).replica_of is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragment"),
+    [
+        ({"name": "acc1", "nodes": [10], "replica_of": "acc0"}, "devices[1].nodes: a replica"),
+        ({"name": "acc1", "replica_of": "gpu9"}, "devices[1].replica_of: unknown device"),
+        ({"name": "acc1", "replica_of": 3}, "devices[1].replica_of"),
+        ({"name": "cpu0", "replica_of": "acc0"}, "devices[1].replica_of: 'acc0' is a accelerator"),
+        ({"name": "acc1", "replica_of": "acc1"}, None),
+    ],
+)
+def test_bad_replicas_name_the_field(entry: dict, fragment: str | None) -> None:
+    p = _problem()
+    doc = _ours([{"name": "acc0", "nodes": [10, 20, 30]}, entry])
+    if fragment is None:   # a device naming itself is simply not a replica
+        assert parse_plan(doc, p).replica_of.tolist() == [0, 1, 2]
+        return
+    with pytest.raises(FormatError, match=re.escape(fragment)):
+        parse_plan(doc, p)
+
+
+def test_a_replica_of_a_replica_is_refused() -> None:
+    p = Problem(graph=_problem().graph, cluster=reference_cluster(
+        n_accelerators=3, n_cpus=0, memory_bytes=1e9))
+    doc = _ours([{"name": "acc0", "nodes": [10, 20, 30]}, {"name": "acc1", "replica_of": "acc0"},
+                 {"name": "acc2", "replica_of": "acc1"}])
+    with pytest.raises(FormatError, match="itself a replica"):
+        parse_plan(doc, p)

@@ -59,6 +59,9 @@ class Cluster:
     bandwidth : ``(d, d)`` device-to-device bandwidth in bytes/s (``inf`` on the diagonal).
     latency : ``(d, d)`` device-to-device latency in seconds.
     group : ``(d,)`` index of the machine/node each device sits in (two-level hierarchies).
+    time_unit_s : seconds per unit of the graph's times (``1e-3``: milliseconds, the unit of
+        paper 1's files and of the zoo). Converts ``bytes / bandwidth`` into load units, e.g.
+        for the all-reduce of a replicated stage (paper 1, appendix C.2).
 
     Examples
     --------
@@ -74,9 +77,12 @@ class Cluster:
     latency: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     group: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     name: str = ""
+    time_unit_s: float = 1e-3
 
     def __post_init__(self) -> None:
         d = len(self.devices)
+        if not (math.isfinite(self.time_unit_s) and self.time_unit_s > 0):
+            raise ValueError(f"cluster time_unit_s must be a finite number > 0, got {self.time_unit_s}")
         if d == 0:
             raise ValueError("a cluster needs at least one device")
         names = [dev.name for dev in self.devices]
@@ -133,6 +139,25 @@ class Cluster:
 
     def kinds(self) -> tuple[str, ...]:
         return tuple(d.kind for d in self.devices)
+
+    def group_bandwidth(self, devices: npt.ArrayLike) -> float:
+        """Slowest link between two distinct ``devices`` in bytes/s (``inf`` for fewer than two).
+
+        This is the bandwidth ``B`` of a ring all-reduce among them (paper 1, appendix C.2).
+
+        Examples
+        --------
+        >>> from dnnpart.devices import reference_cluster
+        >>> c = reference_cluster(n_accelerators=3, n_cpus=0, memory_bytes=1e9, host_bandwidth=8e9)
+        >>> c.group_bandwidth([0, 2]), c.group_bandwidth([1])
+        (4000000000.0, inf)
+        """
+        idx = np.unique(np.asarray(devices, dtype=np.int64))
+        if idx.size < 2:
+            return math.inf
+        block = self.bandwidth[np.ix_(idx, idx)].copy()
+        np.fill_diagonal(block, math.inf)
+        return float(block.min())
 
     def index(self, name: str) -> int:
         """Device index by name; ``KeyError`` lists the valid names."""

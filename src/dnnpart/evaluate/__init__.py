@@ -12,6 +12,7 @@ import numpy as np
 
 from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
 from dnnpart.evaluate.loads import LoadBreakdown, combine, load_breakdown, node_times
+from dnnpart.evaluate.replication import allreduce_time, checked_replication, combine_replicated
 from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
@@ -27,10 +28,15 @@ class Evaluation:
     objective : the problem's objective (time per sample, or latency).
     feasible : memory, supported operators and colocation all hold.
     violations : one readable line per broken constraint.
-    load : per-device load (forward + backward, combined per the overlap mode).
-    forward_load, backward_load : the same for each part alone.
-    breakdown : compute / in / out transfer totals per device and part.
-    memory_bytes : memory used per device.
+    load : per-device load (forward + backward, combined per the overlap mode). A device of
+        a replicated stage gets the stage's load divided by the replica count, with the
+        all-reduce term (:mod:`dnnpart.evaluate.replication`) added or max-ed.
+    forward_load, backward_load : the same for each part alone (the all-reduce belongs to
+        the backward part).
+    breakdown : compute / in / out transfer totals per device and part (a replica: its
+        whole stage's, undivided).
+    allreduce : all-reduce time per device (zero without replication or for inference).
+    memory_bytes : memory used per device (a replica holds its whole stage).
     contiguous : per device, whether its forward part and its backward part are contiguous.
     latency : single-sample latency details when the objective is latency.
     """
@@ -45,6 +51,7 @@ class Evaluation:
     memory_bytes: FloatArray
     contiguous: BoolArray
     latency: LatencyResult | None = None
+    allreduce: FloatArray | None = None
 
     def to_dict(self, problem: Problem) -> dict[str, Any]:
         """JSON-ready summary with per-device figures."""
@@ -66,6 +73,8 @@ class Evaluation:
                     "contiguous": bool(self.contiguous[i]),
                 }
             )
+            if self.allreduce is not None and self.allreduce[i] > 0:
+                devices[-1]["allreduce"] = float(self.allreduce[i])
         out: dict[str, Any] = {
             "objective": _finite(self.objective),
             "objective_kind": problem.objective.kind,
@@ -98,7 +107,8 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
     """
     graph, cluster, objective = problem.graph, problem.cluster, problem.objective
     a = _checked_assignment(problem, plan)
-    parts = load_breakdown(graph, cluster, a)
+    replica_of = checked_replication(problem, plan)
+    parts = load_breakdown(graph, cluster, a, replica_of)
     by_part = combine(parts.compute, parts.comm_in, parts.comm_out, objective.overlap)
     total = combine(
         parts.compute.sum(axis=0), parts.comm_in.sum(axis=0), parts.comm_out.sum(axis=0),
@@ -107,6 +117,15 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
     memory: FloatArray = np.bincount(
         a, weights=graph.memory_bytes, minlength=cluster.n_devices
     ).astype(np.float64)
+    allreduce = None
+    if replica_of is not None:
+        memory = memory[replica_of]
+        counts = np.bincount(replica_of, minlength=cluster.n_devices)[replica_of].astype(np.float64)
+        allreduce = allreduce_time(problem, replica_of, memory)
+        zero = np.zeros_like(allreduce)
+        by_part = np.stack((combine_replicated(by_part[0], counts, zero, objective.overlap),
+                            combine_replicated(by_part[1], counts, allreduce, objective.overlap)))
+        total = combine_replicated(total, counts, allreduce, objective.overlap)
     violations = _violations(problem, a, memory)
     contiguous = _contiguity(graph, a, cluster.n_devices)
 
@@ -132,6 +151,7 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         memory_bytes=memory,
         contiguous=contiguous,
         latency=latency,
+        allreduce=allreduce,
     )
 
 

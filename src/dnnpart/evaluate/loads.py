@@ -42,8 +42,15 @@ def node_times(graph: Graph, cluster: Cluster, assignment: IntArray) -> FloatArr
     return result
 
 
-def load_breakdown(graph: Graph, cluster: Cluster, assignment: npt.ArrayLike) -> LoadBreakdown:
-    """Forward/backward compute and in/out transfer totals per device."""
+def load_breakdown(
+    graph: Graph, cluster: Cluster, assignment: npt.ArrayLike, replica_of: IntArray | None = None
+) -> LoadBreakdown:
+    """Forward/backward compute and in/out transfer totals per device.
+
+    With ``replica_of`` (see :class:`~dnnpart.plan.Plan`), a replica gets the totals of the
+    whole stage it replicates as if it ran the stage alone (compute at its own speed,
+    transfers at its own host link); dividing by the replica count is the caller's business.
+    """
     a = np.asarray(assignment, dtype=np.int64)
     d = cluster.n_devices
     role = graph.is_backward.astype(np.int64)
@@ -71,6 +78,13 @@ def load_breakdown(graph: Graph, cluster: Cluster, assignment: npt.ArrayLike) ->
     np.add.at(comm_out, (role[edge_src], a[edge_src]), edge_cost)
     np.add.at(comm_in, (role[edge_src], a[edge_dst]), edge_cost)
 
+    if replica_of is not None:
+        rep = np.flatnonzero(replica_of != np.arange(d))
+        primary = replica_of[rep]
+        speeds = cluster.speeds()
+        compute[:, rep] = compute[:, primary] * (speeds[primary] / speeds[rep])
+        comm_in[:, rep] = comm_in[:, primary]
+        comm_out[:, rep] = comm_out[:, primary]
     # CPUs pay nothing for transfers; accelerators pay at their host link's speed.
     scale = np.where(cluster.is_accelerator(), cluster.host_link_scale, 0.0)
     return LoadBreakdown(compute=compute, comm_in=comm_in * scale, comm_out=comm_out * scale)

@@ -6,11 +6,17 @@
      "problem": "bert_l-3_inference", "method": "dp", "status": "optimal",
      "objective": 27.92, "bound": 27.92,
      "devices": [{"name": "acc0", "kind": "accelerator", "nodes": [1, 2, 5],
-                  "subgraphs": [[1, 2], [5]]}, ...]}
+                  "subgraphs": [[1, 2], [5]]},
+                 {"name": "acc1", "kind": "accelerator", "nodes": [], "replica_of": "acc0"},
+                 ...]}
 
 Nodes are referred to by their original ids; ``subgraphs`` (optional) lists a device's
-subgraphs in execution order. Expert files (``{"fpgas": [{"nodes": [...]}], "cpus": [...]}``)
-map ``fpgas[i]`` to the i-th accelerator and ``cpus[j]`` to the j-th CPU.
+subgraphs in execution order; ``replica_of`` (optional, paper 1 appendix C.2) names the
+device whose stage this device replicates (it then lists no nodes). Version 1 readers that
+predate ``replica_of`` ignore it; files without it read as before.
+
+Expert files (``{"fpgas": [{"nodes": [...]}], "cpus": [...]}``) map ``fpgas[i]`` to the
+i-th accelerator and ``cpus[j]`` to the j-th CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError
 from dnnpart.graph.core import NO_CLASS, Graph
 from dnnpart.io import fields as f
@@ -47,6 +54,7 @@ def parse_plan(
     assignment = np.full(graph.n_nodes, UNPLACED, dtype=np.int64)
     subgraph = np.zeros(graph.n_nodes, dtype=np.int64)
     has_subgraphs = False
+    replica_of: np.ndarray | None = None
     lists: list[tuple[str, int, list[Any]]] = []  # (field path, device index, ids)
     parts: list[tuple[str, int, list[np.ndarray]]] = []  # (field path, device, subgraph nodes)
 
@@ -77,6 +85,8 @@ def parse_plan(
                 raise FormatError(f"{where}.name: {exc.args[0]}") from None
             ids = f.require_list(entry.get("nodes", []), f"{where}.nodes")
             lists.append((f"{where}.nodes", dev, ids))
+            if entry.get("replica_of") is not None:
+                replica_of = _read_replica(cluster, entry, where, dev, ids, replica_of)
             if "subgraphs" in entry:
                 has_subgraphs = True
                 listed = f.require_list(entry["subgraphs"], f"{where}.subgraphs")
@@ -112,8 +122,41 @@ def parse_plan(
         raise FormatError(
             f"{source}: {missing.size} node(s) are not placed, e.g. {graph.label(int(missing[0]))}{hint}"
         )
+    if replica_of is not None:
+        _check_replicas(cluster, replica_of)
     return Plan(assignment=assignment.astype(np.int32),
-                subgraph=subgraph.astype(np.int32) if has_subgraphs else None)
+                subgraph=subgraph.astype(np.int32) if has_subgraphs else None,
+                replica_of=None if replica_of is None else replica_of.astype(np.int32))
+
+
+def _read_replica(
+    cluster: Cluster, entry: dict[str, Any], where: str, dev: int, ids: list[Any],
+    replica_of: np.ndarray | None,
+) -> np.ndarray:
+    name = f.text(entry["replica_of"], f"{where}.replica_of")
+    try:
+        primary = cluster.index(name)
+    except KeyError as exc:
+        raise FormatError(f"{where}.replica_of: {exc.args[0]}") from None
+    if ids:
+        raise FormatError(f"{where}.nodes: a replica (replica_of {name!r}) lists no nodes of its own")
+    if cluster.devices[primary].kind != cluster.devices[dev].kind:
+        raise FormatError(f"{where}.replica_of: {name!r} is a {cluster.devices[primary].kind}, "
+                          f"this device a {cluster.devices[dev].kind}")
+    if replica_of is None:
+        replica_of = np.arange(cluster.n_devices, dtype=np.int64)
+    replica_of[dev] = primary
+    return replica_of
+
+
+def _check_replicas(cluster: Cluster, replica_of: np.ndarray) -> None:
+    chained = np.flatnonzero(replica_of[replica_of] != replica_of)
+    if chained.size:
+        j = int(chained[0])
+        raise FormatError(
+            f"{cluster.devices[j].name}: replica_of {cluster.devices[replica_of[j]].name!r}, "
+            "itself a replica; name the group's primary device (the one holding the nodes)"
+        )
 
 
 def _check_subgraphs(
@@ -151,6 +194,8 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
         if plan.subgraph is not None and nodes.size:
             ords = plan.subgraph[nodes]
             entry["subgraphs"] = [ids[nodes[ords == o]].tolist() for o in np.unique(ords)]
+        if plan.replica_of is not None and plan.replica_of[d] != d:
+            entry["replica_of"] = cluster.devices[int(plan.replica_of[d])].name
         devices.append(entry)
     out: dict[str, Any] = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "problem": problem.name}
     if result is not None:

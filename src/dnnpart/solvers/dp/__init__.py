@@ -21,7 +21,20 @@ Objectives
   prefixes. The DP optimises the PipeDream form instead and reports the plan as FEASIBLE,
   scored by the evaluator in the GPipe form; its bound is the PipeDream optimum, a valid lower
   bound because ``max_i (FW_i + BW_i) <= max_i FW_i + max_i BW_i`` for every plan.
-* Not implemented: replication of a stage (appendix C.2) and accelerator hierarchies (C.3).
+* Replication (appendix C.2, option ``replication=True``): a slice may run on ``k'' > 1``
+  accelerators (or CPUs, the paper's footnote 8) at once, each taking every ``k''``-th
+  sample. The transition becomes ``min over k'' of max(dp[J][a - k''][c], acc(I \\ J, k''))``
+  with ``acc(S, k'') = acc(S) / k''`` plus (overlap ``"none"``) or max-ed with (other modes)
+  the all-reduce ``(k'' - 1) * W_S / (k'' * B)``: ``W_S`` the slice's ``memory_bytes`` (the
+  paper's ``m_v``), ``B`` the cluster's bandwidth between two accelerators (between two CPUs
+  for CPU replicas), which must be the same for every pair. Inference graphs pay no
+  all-reduce (read-only weights). The plan says which devices replicate which
+  (:attr:`~dnnpart.plan.Plan.replica_of`) and the evaluator scores it the same way
+  (:mod:`dnnpart.evaluate.replication`). Time grows by a factor up to ``max(k, l)``; memory
+  by one ``int16`` back-pointer per DP entry; without the option the kernel runs the plain
+  transition unchanged.
+* Not implemented: accelerator hierarchies (appendix C.3); the DP refuses clusters whose
+  accelerators differ (the integer program takes them).
 
 Speed
 -----
@@ -29,7 +42,11 @@ Speed
 slice whose compute time alone reaches ``UB`` on every device kind that can hold it cannot be
 part of a better split, and since compute time only grows with the slice, the enumeration of
 slices below each ideal stops there. This keeps the DP exact while visiting a small fraction
-of the ``O(I^2)`` ideal pairs.
+of the ``O(I^2)`` ideal pairs. With replication the cut uses the least load a slice could
+have on any number of replicas (compute / k'' with its all-reduce), which also only grows
+with the slice. It cuts far less (a slice may hold up to ``k`` times the bound's compute),
+so large lattices take several times longer: layer InceptionV3 inference (6 accelerators,
+1 CPU) prices 579 M slices in ~150 s CPU instead of 227 M in ~20 s.
 """
 
 from __future__ import annotations
@@ -94,6 +111,23 @@ class _DeviceModel:
     overlap: int
 
 
+def _allreduce_scale(problem: Problem, group: tuple[int, ...], label: str) -> float:
+    """Load units per byte of a replicated slice's all-reduce among ``group`` (C.2);
+    ``inf`` when the devices have no link (``B = 0``): they cannot be replicas."""
+    cluster = problem.cluster
+    if len(group) < 2 or not problem.graph.is_training:
+        return 0.0
+    block = cluster.bandwidth[np.ix_(group, group)][~np.eye(len(group), dtype=np.bool_)]
+    if block.min() != block.max():
+        raise ValueError(
+            f"the DP with replication needs the same bandwidth between any two {label}; "
+            f"they range from {block.min():.6g} to {block.max():.6g} B/s"
+        )
+    if block[0] == 0:
+        return math.inf
+    return 1.0 / (float(block[0]) * cluster.time_unit_s)
+
+
 def _device_model(problem: Problem) -> _DeviceModel:
     graph, cluster = problem.graph, problem.cluster
     accs, cpus = cluster.accelerators, cluster.cpus
@@ -145,16 +179,26 @@ class DpOutcome:
     finished: bool
     slices_priced: int
     slices_pruned: int
+    replica_of: npt.NDArray[np.int32] | None = None
+
+    def plan(self) -> Plan | None:
+        """The split as a plan (``None`` without one)."""
+        if self.assignment is None:
+            return None
+        return Plan(assignment=self.assignment, replica_of=self.replica_of)
 
 
 def run_dp(
     problem: Problem, stage: StageGraph, lattice: IdealLattice, *, upper: float = math.inf,
     clock: Stopwatch | None = None, progress: Progress | None = None, label: str = "DP",
+    replication: bool = False,
 ) -> DpOutcome:
     """Fill the DP table over ``lattice`` (ideals of ``stage``) and rebuild the best split.
 
     Only splits of max-load ``< upper`` are searched for. With a ``clock`` whose time limit
-    expires, stops between rows and returns ``finished=False``.
+    expires, stops between rows and returns ``finished=False``. With ``replication`` a slice
+    may run on several accelerators (or CPUs) at once (paper 1, appendix C.2); the outcome's
+    ``replica_of`` then says which (see :class:`~dnnpart.plan.Plan`).
 
     Examples
     --------
@@ -173,6 +217,15 @@ def run_dp(
     dp = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.float64)
     prev_lower = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int32)
     prev_kind = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int8)
+    ar_acc = _allreduce_scale(problem, model.accelerators, "accelerators") if replication else 0.0
+    ar_cpu = _allreduce_scale(problem, model.cpus, "CPUs") if replication else 0.0
+    # without a link (inf all-reduce) a replicated slice can never be feasible
+    max_rep_acc = max(1, n_acc) if replication and math.isfinite(ar_acc) else 1
+    max_rep_cpu = max(1, n_cpu) if replication and math.isfinite(ar_cpu) else 1
+    ar_acc, ar_cpu = (x if math.isfinite(x) else 0.0 for x in (ar_acc, ar_cpu))
+    rep_load = np.empty((2, max(max_rep_acc, max_rep_cpu) + 1), np.float64)
+    count_shape = (n_ideals, n_acc + 1, n_cpu + 1) if replication else (1, 1, 1)
+    prev_count = np.ones(count_shape, np.int16)
     n, depth = graph.n_nodes, stage.n_stage_nodes + 2
     in_set = np.zeros(n, np.int8)
     n_succ_in = np.zeros(n, np.int32)
@@ -199,6 +252,7 @@ def run_dp(
             outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
             model.cpu_cap, model.comm_scale, model.overlap, float(upper), in_set, n_succ_in,
             stamp, st_lower, st_pos, st_node, st_f, st_u, dp, prev_lower, prev_kind, counters,
+            max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
         )
         if progress is not None:
             elapsed = f", {clock.elapsed:.1f} s" if clock is not None else ""
@@ -212,6 +266,7 @@ def run_dp(
     if not math.isfinite(value):
         return DpOutcome(math.inf, None, True, priced, pruned)
     stage_device = np.full(stage.n_stage_nodes, -1, np.int32)
+    replica_of = np.arange(problem.cluster.n_devices, dtype=np.int32)
     big, a, c = full, n_acc, n_cpu
     while big > 0:
         kind = int(prev_kind[big, a, c])
@@ -223,21 +278,32 @@ def run_dp(
             continue
         assert kind in (KIND_ACC, KIND_CPU) and kind != KIND_BASE, "broken DP back-pointer"
         lower = int(prev_lower[big, a, c])
+        count = int(prev_count[big, a, c]) if replication else 1
         part = lattice.nodes(big, stage.n_stage_nodes) & ~lattice.nodes(lower, stage.n_stage_nodes)
+        group = model.accelerators if kind == KIND_ACC else model.cpus
+        top = a if kind == KIND_ACC else c
+        primary = group[top - 1]
+        stage_device[part] = primary
+        replica_of[list(group[top - count : top])] = primary
         if kind == KIND_ACC:
-            stage_device[part] = model.accelerators[a - 1]
-            a -= 1
+            a -= count
         else:
-            stage_device[part] = model.cpus[c - 1]
-            c -= 1
+            c -= count
         big = lower
     assert np.all(stage_device >= 0), "DP split left stage nodes unplaced"
-    return DpOutcome(value, stage_device[stage.stage_of], True, priced, pruned)
+    return DpOutcome(value, stage_device[stage.stage_of], True, priced, pruned,
+                     replica_of if replication else None)
 
 
 def _check_options(options: dict[str, Any], method: str) -> None:
     if options:
         raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
 
 
 def _stage_graph(problem: Problem, merge_trivial: bool) -> StageGraph:
@@ -266,7 +332,7 @@ def _space(problem: Problem, what: str) -> str:
 def solve_dp(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     max_ideals: int = DEFAULT_MAX_IDEALS, use_upper_bound: bool = True, merge_trivial: bool = True,
-    **options: Any,
+    replication: bool = False, **options: Any,
 ) -> SolveResult:
     """Optimal contiguous split by dynamic programming over the ideals of the forward graph.
 
@@ -278,6 +344,11 @@ def solve_dp(
         exact, see :func:`~dnnpart.solvers.dp.preprocess.build_stage_graph`).
     use_upper_bound : solve DPL first and prune with its value (exactness is unaffected;
         ``False`` gives the plain O(I^2) DP, for checks).
+    replication : also let a slice run on several identical devices at once, each taking
+        every ``r``-th sample, paying the all-reduce of appendix C.2 (training graphs; the
+        link's bandwidth is the cluster's). The plan's ``replica_of`` says which devices
+        replicate which; the optimum is over contiguous pipeline splits with replicated
+        stages. Costs a factor up to ``max(k, l)`` in time (CLI: ``--set replication=true``).
 
     With the GPipe training form the plan optimises the PipeDream form and is reported
     FEASIBLE with that optimum as its bound (see the module docstring).
@@ -288,8 +359,15 @@ def solve_dp(
     >>> r = solve_dp(chain_problem([4, 1, 1, 4], n_accelerators=2))
     >>> r.status.value, r.objective, r.stats["n_ideals"]
     ('optimal', 5.0, 5)
+    >>> p = chain_problem([4, 1, 1, 4], n_accelerators=2, cost=1.0)
+    >>> solve_dp(p).objective                     # 4 + 1 compute + 1 transfer each
+    6.0
+    >>> r = solve_dp(p, replication=True)         # inference: no weight sync to pay
+    >>> r.objective, r.plan.replica_of.tolist()   # both run everything, every other sample
+    (5.0, [1, 1])
     """
     _check_options(options, "dp")
+    replication = _flag(replication, "replication")
     if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
         raise ValueError(f"max_ideals must be an integer >= 1, got {max_ideals!r}")
     clock = Stopwatch(time_limit)
@@ -309,22 +387,24 @@ def solve_dp(
     }
     upper, incumbent = math.inf, None
     if use_upper_bound:
-        dpl = run_dp(problem, stage, _linear_lattice(stage), clock=clock, label="DPL bound")
-        upper, incumbent = dpl.value, dpl.assignment
+        dpl = run_dp(problem, stage, _linear_lattice(stage), clock=clock, label="DPL bound",
+                     replication=replication)
+        upper, incumbent = dpl.value, dpl.plan()
         stats["upper_bound"] = upper
-    out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress)
+    out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress,
+                 replication=replication)
     stats.update(slices_priced=out.slices_priced, slices_pruned=out.slices_pruned,
                  timed_out=not out.finished)
     # The pruned DP is exact only below the bound; at or above it the incumbent is optimal.
     improved = out.assignment is not None and out.value < upper
-    assignment = out.assignment if improved else incumbent
-    plan = None if assignment is None else Plan(assignment=assignment)
+    plan = out.plan() if improved else incumbent
     optimal_value = out.value if improved else upper
     gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
     proven = out.finished and not gpipe
     bound = optimal_value if (gpipe and out.finished and plan is not None) else None
+    space = "contiguous splits in pipeline order" + (", stages replicated" if replication else "")
     return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
-                            search_space=_space(problem, "contiguous splits in pipeline order"), **stats)
+                            search_space=_space(problem, space), **stats)
 
 
 @register(
@@ -337,12 +417,13 @@ def solve_dp(
 )
 def solve_dpl(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
-    merge_trivial: bool = True, **options: Any,
+    merge_trivial: bool = True, replication: bool = False, **options: Any,
 ) -> SolveResult:
     """DP over the prefixes of a depth-first topological order of the forward graph.
 
     The linearization adds artificial chain edges, so the graph has only ``n + 1`` ideals;
     the split is contiguous but not guaranteed optimal (status FEASIBLE, no bound).
+    ``replication`` as for :func:`solve_dp`.
 
     Examples
     --------
@@ -352,11 +433,13 @@ def solve_dpl(
     ('feasible', 5.0)
     """
     _check_options(options, "dpl")
+    replication = _flag(replication, "replication")
     clock = Stopwatch(time_limit)
     stage = _stage_graph(problem, merge_trivial)
     lattice = _linear_lattice(stage)
-    out = run_dp(problem, stage, lattice, clock=clock, progress=progress, label="DPL")
-    plan = None if out.assignment is None else Plan(assignment=out.assignment)
+    out = run_dp(problem, stage, lattice, clock=clock, progress=progress, label="DPL",
+                 replication=replication)
+    plan = out.plan()
     # Not proven: linearization drops splits, so "no plan" does not prove infeasibility.
     return result_from_plan(
         problem, plan, method="dpl", clock=clock, proven=False,

@@ -224,6 +224,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
     acc_time, cpu_time, memory, acc_cap, cpu_cap, comm_scale, overlap, upper,
     in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u,
     dp, prev_lower, prev_kind, counters,
+    max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
 ):
     """Fill DP rows ``i_start <= I < i_end`` (ideals numbered so that subsets come first).
 
@@ -236,10 +237,20 @@ def dp_fill(  # type: ignore[no-untyped-def]
     only. ``in_set``/``n_succ_in`` must be all zero and ``stamp`` all -1 on entry (they are
     returned so). ``counters[0]`` += slices priced, ``counters[1]`` += slices cut by
     ``upper``.
+
+    Replication (paper 1, appendix C.2): a slice may also run on ``k <= max_rep_acc``
+    accelerators (``k <= max_rep_cpu`` CPUs) at once, at load ``load / k`` plus (overlap 0)
+    or max-ed with (overlap 1, 2) the all-reduce ``(k - 1) / k * W * ar`` (``W``: the
+    slice's memory, ``ar``: load units per byte of the all-reduce link, 0 for inference).
+    ``rep_load`` is a ``(2, max(max_rep_acc, max_rep_cpu) + 1)`` scratch array; the chosen
+    ``k`` goes to ``prev_count`` (only written when some ``max_rep_* > 1``, so without
+    replication it may be a ``(1, 1, 1)`` dummy). ``max_rep_acc = max_rep_cpu = 1`` is the
+    plain DP.
     """
     n_acc = dp.shape[1] - 1
     n_cpu = dp.shape[2] - 1
     inf = np.inf
+    replicate = max_rep_acc > 1 or max_rep_cpu > 1
     for big in range(i_start, i_end):
         for a in range(n_acc + 1):
             for c in range(n_cpu + 1):
@@ -334,6 +345,20 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 lb = comp_acc
             if cpu_ok and comp_cpu < lb:
                 lb = comp_cpu
+            if replicate:
+                # compute / k with the all-reduce only grows with the slice too
+                lb = inf
+                for row in range(2):
+                    ok = acc_ok if row == 0 else cpu_ok
+                    if not ok:
+                        continue
+                    base = comp_acc if row == 0 else comp_cpu
+                    sync = mem * (ar_acc if row == 0 else ar_cpu)
+                    for k in range(1, (max_rep_acc if row == 0 else max_rep_cpu) + 1):
+                        v = base / k + (k - 1) * sync / k if overlap == 0 else max(
+                            base / k, (k - 1) * sync / k)
+                        if v < lb:
+                            lb = v
             if lb >= upper:
                 counters[1] += 1
                 for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
@@ -354,22 +379,54 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 else:
                     acc_load = max(comp_acc, max(ci, co))
             cpu_load = comp_cpu if cpu_ok else inf
-            for a in range(n_acc + 1):
-                for c in range(n_cpu + 1):
-                    best = dp[big, a, c]
-                    if a > 0 and acc_load < best:
-                        v = max(dp[lower, a - 1, c], acc_load)
-                        if v < best:
-                            best = v
-                            prev_lower[big, a, c] = lower
-                            prev_kind[big, a, c] = KIND_ACC
-                    if c > 0 and cpu_load < best:
-                        v = max(dp[lower, a, c - 1], cpu_load)
-                        if v < best:
-                            best = v
-                            prev_lower[big, a, c] = lower
-                            prev_kind[big, a, c] = KIND_CPU
-                    dp[big, a, c] = best
+            if not replicate:
+                for a in range(n_acc + 1):
+                    for c in range(n_cpu + 1):
+                        best = dp[big, a, c]
+                        if a > 0 and acc_load < best:
+                            v = max(dp[lower, a - 1, c], acc_load)
+                            if v < best:
+                                best = v
+                                prev_lower[big, a, c] = lower
+                                prev_kind[big, a, c] = KIND_ACC
+                        if c > 0 and cpu_load < best:
+                            v = max(dp[lower, a, c - 1], cpu_load)
+                            if v < best:
+                                best = v
+                                prev_lower[big, a, c] = lower
+                                prev_kind[big, a, c] = KIND_CPU
+                        dp[big, a, c] = best
+            else:
+                # min over k of max(dp[J][a - k][c], load on k replicas), likewise for CPUs
+                for row in range(2):
+                    base = acc_load if row == 0 else cpu_load
+                    sync = mem * (ar_acc if row == 0 else ar_cpu)
+                    rep_load[row, 1] = base
+                    for k in range(2, (max_rep_acc if row == 0 else max_rep_cpu) + 1):
+                        rep_load[row, k] = base / k + (k - 1) * sync / k if overlap == 0 else max(
+                            base / k, (k - 1) * sync / k)
+                for a in range(n_acc + 1):
+                    for c in range(n_cpu + 1):
+                        best = dp[big, a, c]
+                        for k in range(1, min(a, max_rep_acc) + 1):
+                            load = rep_load[0, k]
+                            if load < best:
+                                v = max(dp[lower, a - k, c], load)
+                                if v < best:
+                                    best = v
+                                    prev_lower[big, a, c] = lower
+                                    prev_kind[big, a, c] = KIND_ACC
+                                    prev_count[big, a, c] = k
+                        for k in range(1, min(c, max_rep_cpu) + 1):
+                            load = rep_load[1, k]
+                            if load < best:
+                                v = max(dp[lower, a, c - k], load)
+                                if v < best:
+                                    best = v
+                                    prev_lower[big, a, c] = lower
+                                    prev_kind[big, a, c] = KIND_CPU
+                                    prev_count[big, a, c] = k
+                        dp[big, a, c] = best
             sp += 1
             st_lower[sp] = lower
             st_pos[sp] = down_ptr[lower]
