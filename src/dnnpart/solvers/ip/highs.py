@@ -1,0 +1,158 @@
+"""HiGHS backend (highspy): the model as a MIP with continuous times.
+
+Enforced rows become the big-M rows of paper 1, Lemma 4.1, with each row's ``big_m``.
+``RELAXED`` variables stay continuous (their integrality follows from the binaries), memory
+rows are divided by their capacity so their coefficients are of order one. The bound is
+HiGHS's dual bound, valid up to its tolerances (``mip_feasibility_tolerance`` 1e-6).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from typing import IO, Any
+
+import numpy as np
+
+from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
+from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
+
+
+def solve_highs(model: MipModel, settings: BackendSettings) -> BackendOutcome:
+    """Solve ``model`` with HiGHS, in a child process.
+
+    highspy and OR-Tools each ship a HiGHS shared library with the same soname, and
+    whichever loads second fails to resolve its symbols, so HiGHS runs in its own
+    interpreter; progress comes back line by line on the child's stderr.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
+    >>> m = MipModel()
+    >>> t, x = m.add_var(VarKind.TIME, ub=10.0), m.add_var(VarKind.BINARY)
+    >>> m.add_row([t, x], [1.0, -2.5], lb=0.0, kind=RowKind.TIME)
+    >>> m.add_row([x], [1.0], lb=1.0, ub=1.0)
+    >>> m.objective = [t]
+    >>> out = solve_highs(m, BackendSettings())
+    >>> round(float(out.values[0]), 6), round(out.bound, 6)
+    (2.5, 2.5)
+    """
+    payload = pickle.dumps((model, replace(settings, on_progress=None)))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "dnnpart.solvers.ip.highs"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    errors: list[str] = []
+
+    def relay(stream: IO[bytes]) -> None:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip()
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == _PROGRESS and settings.on_progress is not None:
+                settings.on_progress(float(parts[1]), float(parts[2]), float(parts[3]))
+            elif line:
+                errors.append(line)
+
+    reader = threading.Thread(target=relay, args=(child.stderr,), daemon=True)
+    reader.start()
+    child.stdin.write(payload)
+    child.stdin.close()
+    result = child.stdout.read()
+    child.wait()
+    reader.join()
+    if child.returncode != 0 or not result:
+        raise RuntimeError("HiGHS child process failed: " + " / ".join(errors[-5:]))
+    outcome: BackendOutcome = pickle.loads(result)
+    return outcome
+
+
+def _solve_in_process(model: MipModel, settings: BackendSettings) -> BackendOutcome:
+    import highspy
+
+    started = time.perf_counter()
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    n = model.n_vars
+    kinds = model.kinds_array()
+    inf = highspy.kHighsInf
+    h.addVars(n, np.zeros(n), np.asarray(model.ub, dtype=np.float64))
+    integer = np.flatnonzero(kinds == VarKind.BINARY).astype(np.int32)
+    if integer.size:
+        h.changeColsIntegrality(integer.size, integer,
+                                np.full(integer.size, highspy.HighsVarType.kInteger.value, np.uint8))
+    lower, upper, starts, index, value = [], [], [], [], []
+    nnz = 0
+    for row in model.rows:
+        idx, coef, lb, ub = row.idx, row.coef, row.lb, row.ub
+        if row.kind == RowKind.CAPACITY and math.isfinite(ub) and ub > 0:
+            coef, ub = coef / ub, 1.0 + 1e-12
+        if row.enforce >= 0:
+            # active when the binary is 1; relaxed by big_m when it is 0
+            idx = np.append(idx, row.enforce)
+            if math.isfinite(lb):
+                coef, lb = np.append(coef, -row.big_m), lb - row.big_m
+            else:
+                coef, ub = np.append(coef, row.big_m), ub + row.big_m
+        lower.append(lb if math.isfinite(lb) else -inf)
+        upper.append(ub if math.isfinite(ub) else inf)
+        starts.append(nnz)
+        index.append(idx)
+        value.append(coef)
+        nnz += idx.size
+    if lower:
+        h.addRows(len(lower), np.asarray(lower), np.asarray(upper), nnz,
+                  np.asarray(starts, np.int32), np.concatenate(index).astype(np.int32),
+                  np.concatenate(value).astype(np.float64))
+    cost = np.zeros(n)
+    np.add.at(cost, np.asarray(model.objective, np.int64), 1.0)
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+    h.setOptionValue("mip_rel_gap", float(settings.gap))
+    if settings.time_limit is not None:
+        h.setOptionValue("time_limit", max(0.01, settings.time_limit - (time.perf_counter() - started)))
+    if settings.threads:
+        h.setOptionValue("threads", int(settings.threads))
+    h.setOptionValue("random_seed", int(settings.seed))
+    if model.hint:
+        keys = np.fromiter(model.hint.keys(), np.int32)
+        vals = np.fromiter(model.hint.values(), np.float64)
+        h.setSolution(keys.size, keys, vals)
+    def improving(event: Any) -> None:
+        out = event.data_out
+        print(_PROGRESS, float(out.mip_primal_bound), float(out.mip_dual_bound),
+              time.perf_counter() - started, file=sys.stderr, flush=True)
+
+    h.cbMipImprovingSolution.subscribe(improving)
+    h.run()
+    status = h.getModelStatus()
+    name = h.modelStatusToString(status)
+    info = h.getInfo()
+    stats: dict[str, Any] = {"backend_status": name, "n_vars": n, "n_rows": model.n_rows}
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return BackendOutcome(values=None, infeasible=True, status="infeasible", stats=stats)
+    values = None
+    if info.primal_solution_status == 2:  # kSolutionStatusFeasible
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    bound = float(info.mip_dual_bound)
+    if not math.isfinite(bound):
+        bound = -math.inf
+    return BackendOutcome(values=values, bound=bound, status=name.lower(), stats=stats)
+
+
+_PROGRESS = "@@progress"
+
+
+def _main() -> None:
+    model, settings = pickle.loads(sys.stdin.buffer.read())
+    outcome = _solve_in_process(model, settings)
+    sys.stdout.buffer.write(pickle.dumps(outcome))
+    sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,160 @@
+"""Integer programs (paper 1, Figs. 3, 4, 6) against brute force and the evaluator."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from dnnpart import Objective, Plan, Status, evaluate
+from dnnpart.solvers import solve
+from dnnpart.solvers.ip.cpsat import resolution
+from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
+from dnnpart.testing import chain_problem
+from dnnpart.testing.strategies import problems
+
+FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BACKENDS = ("cpsat", "highs")
+WORKLOADS = Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"
+
+
+def _exact(problem, method, **kw):
+    return solve(problem, method, gap=0.0, **kw)
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1))
+def test_contiguous_ip_equals_brute_force(problem) -> None:
+    ref = solve(problem, "brute-force-contiguous")
+    for backend in BACKENDS:
+        r = _exact(problem, "ip", backend=backend)
+        if ref.plan is None:
+            assert r.plan is None
+            continue
+        assert r.status is Status.OPTIMAL
+        assert r.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-9)
+        assert r.objective == evaluate(problem, r.plan).objective
+        assert evaluate(problem, r.plan).contiguous.all()
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, random_objective=True, training=None))
+def test_noncontiguous_ip_equals_brute_force(problem) -> None:
+    ref = solve(problem, "brute-force")
+    r = _exact(problem, "ip-noncontig")
+    if ref.plan is None:
+        assert r.plan is None
+        return
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-9)
+    assert r.bound is not None and r.bound <= r.objective + 1e-9
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, training=False,
+                objective=Objective(kind="latency")))
+def test_latency_ip_equals_brute_force_over_contiguous_splits(problem) -> None:
+    ref = solve(problem, "brute-force-contiguous")
+    r = _exact(problem, "ip")
+    if ref.plan is None:
+        assert r.plan is None
+        return
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-9)
+    assert r.objective == evaluate(problem, r.plan).objective
+
+
+@settings(max_examples=8, deadline=None)
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, training=False,
+                objective=Objective(kind="latency")))
+def test_latency_with_subgraphs_never_worse_than_contiguous(problem) -> None:
+    one = _exact(problem, "ip")
+    two = _exact(problem, "ip", subgraphs_per_device=2)
+    if one.plan is not None:
+        assert two.plan is not None and two.objective <= one.objective + 1e-9
+        assert two.objective == evaluate(problem, two.plan).objective
+
+
+def test_gpipe_objective_on_training_chain() -> None:
+    from dnnpart.testing import random_problem
+
+    p = random_problem(np.random.default_rng(3), n_nodes=4, training=True,
+                       objective=Objective(training="gpipe"))
+    ref = solve(p, "brute-force-contiguous")
+    r = _exact(p, "ip")
+    assert r.objective == pytest.approx(ref.objective)
+
+
+def test_warm_start_plan_is_kept_and_bound_valid() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2, cost=0.3)
+    warm = Plan(assignment=[0, 0, 1, 1])
+    r = solve(p, "ip", warm_start=warm, time_limit=5)
+    assert r.objective <= evaluate(p, warm).objective
+    assert r.bound is not None and r.bound <= r.objective
+
+
+def test_gap_setting_reports_feasible_with_bound() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    r = solve(p, "ip", gap=0.5, warm_start="none")
+    assert r.status in (Status.OPTIMAL, Status.FEASIBLE)
+    assert r.bound is not None and r.bound <= r.objective
+
+
+def test_infeasible_is_a_status() -> None:
+    p = chain_problem([1, 1], n_accelerators=1, memory_bytes=0.0)
+    from dnnpart.devices import reference_cluster
+    from dnnpart.graph import GraphBuilder
+    from dnnpart.problem import Problem
+
+    b = GraphBuilder()
+    b.add_node(0, acc_time=1.0, cpu_time=1.0, memory_bytes=5.0)
+    p = Problem(graph=b.build(), cluster=reference_cluster(n_accelerators=1, n_cpus=0, memory_bytes=1.0))
+    for method in ("ip", "ip-noncontig"):
+        r = solve(p, method)
+        assert r.status is Status.INFEASIBLE and r.plan is None
+
+
+@pytest.mark.parametrize("bad", [{"backend": "gurobi"}, {"gap": 2.0}, {"threads": 0},
+                                 {"subgraphs_per_device": 0}, {"colour": 1}])
+def test_bad_options_raise(bad) -> None:
+    with pytest.raises(ValueError):
+        solve(chain_problem([1, 1], n_accelerators=1), "ip", **bad)
+
+
+def test_latency_options_rejected_for_throughput() -> None:
+    with pytest.raises(ValueError, match="latency"):
+        solve(chain_problem([1, 1], n_accelerators=1), "ip", subgraphs_per_device=2)
+
+
+def test_cpsat_scaling_is_exact_on_binary_fractions_and_conservative_otherwise() -> None:
+    m = MipModel()
+    t, x = m.add_var(VarKind.TIME, ub=100.0), m.add_var(VarKind.BINARY)
+    m.add_row([t, x], [1.0, -0.75], lb=0.0, kind=RowKind.TIME)
+    assert resolution(m) == (4.0, True)
+    m.add_row([t, x], [1.0, -0.1], lb=0.0, kind=RowKind.TIME)
+    scale, exact = resolution(m)
+    assert not exact and 100.0 * scale <= 2.0**36
+
+
+def test_progress_reports_incumbent_and_bound() -> None:
+    seen: list[str] = []
+
+    class Recorder:
+        def update(self, message: str, fraction: float | None = None) -> None:
+            seen.append(message)
+
+    solve(chain_problem([4, 1, 1, 4], n_accelerators=2), "ip", progress=Recorder(), warm_start="none")
+    assert seen and "bound" in seen[0]
+
+
+@pytest.mark.skipif(not WORKLOADS.exists(), reason="shared workloads folder not present")
+def test_contiguous_ip_matches_dp_on_a_layer_workload() -> None:
+    from dnnpart.io import read_problem
+
+    p = read_problem(WORKLOADS / "throughput" / "LayerGraphs" / "bert24_inference.json")
+    dp = solve(p, "dp")
+    r = solve(p, "ip", threads=1, time_limit=120)
+    assert r.objective <= dp.objective * 1.01 + 1e-9
+    assert r.bound is not None and r.bound <= dp.objective + 1e-6 * dp.objective
+    assert math.isfinite(r.objective)
