@@ -1,7 +1,8 @@
 """Imports every built-in method module so that each registers itself."""
 
-from dnnpart.baselines import local_search, single_device  # noqa: F401
+from dnnpart.baselines import expert, graph_partitioner, greedy, local_search, pipedream, single_device  # noqa: F401
 from dnnpart.solvers import (
     brute_force,  # noqa: F401
     dp,  # noqa: F401
+    ip,  # noqa: F401
 )

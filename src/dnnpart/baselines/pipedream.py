@@ -1,0 +1,105 @@
+"""PipeDream's optimizer as paper 1 ran it (section 6, "Baselines").
+
+PipeDream partitions a *path* of layers by dynamic programming. Paper 1 runs it on branching
+layer graphs by first contracting every branching region into a single node
+(:mod:`dnnpart.baselines.branching`), then putting the contracted graph in one linear order
+and running the DP over the prefixes of that order.
+
+Steps, on the same preprocessing as the DP (colocation classes and the cycles they create
+contracted, zero-time nodes with one neighbour merged into it):
+
+1. skeleton of the forward stage DAG, leaving out the edges out of *fan-out* nodes: nodes
+   that take no time, have at most one input and several consumers (inputs and broadcasts
+   of one tensor, e.g. BERT's attention mask feeding all 24 layers). PipeDream's profiler
+   does not see them as layers, and they make no branch: a consumer can read the tensor
+   wherever it runs. Zero-time *joins* (Inception's concatenations) stay: they close real
+   branches;
+2. the tails of every biconnected component with a cycle become one colocation class;
+3. DP over a linear order of the result (our ``dpl`` on the recoloured graph); the plan is
+   scored on the original problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from dnnpart.baselines.branching import branch_region_labels
+from dnnpart.plan import SolveResult
+from dnnpart.problem import Problem
+from dnnpart.solvers.dp import build_stage_graph, solve_dpl
+from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.result import result_from_plan
+
+
+def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[Problem, int]:
+    """``problem`` with every branching region made one colocation class.
+
+    Returns the recoloured problem and the number of forward stage nodes left.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p2, n_left = pipedream_problem(chain_problem([1, 2, 3], n_accelerators=2))
+    >>> n_left
+    3
+    """
+    graph = problem.graph
+    limit = float(problem.cluster.memory_capacity().min())
+    stage = build_stage_graph(graph, merge_trivial=True, memory_limit=limit)
+    m = stage.n_stage_nodes
+    src = np.repeat(np.arange(m, dtype=np.int64), np.diff(stage.succ_ptr))
+    dst = stage.succ_idx.astype(np.int64)
+    ignore = None
+    if ignore_inputs:
+        busy = np.any(graph.compute_time > 0, axis=1).astype(np.float64)
+        idle = np.bincount(stage.stage_of, weights=busy, minlength=m) == 0
+        ignore = idle & (np.diff(stage.pred_ptr) <= 1) & (np.diff(stage.succ_ptr) >= 2)
+    labels = branch_region_labels(m, src, dst, ignore_sources=ignore)
+    color = labels[stage.stage_of]
+    recoloured = dataclasses.replace(graph, color_class=color.astype(graph.color_class.dtype))
+    return (Problem(graph=recoloured, cluster=problem.cluster, objective=problem.objective,
+                    name=problem.name), int(np.unique(labels).size))
+
+
+@register(
+    "pipedream",
+    summary="PipeDream's DP: contract branching regions to a path, then split the path",
+    guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
+    objectives=("throughput",),
+    source="paper 1, section 6 (baseline, after PipeDream [NHP+19])",
+)
+def solve_pipedream(
+    problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
+    ignore_inputs: bool = True, **options: Any,
+) -> SolveResult:
+    """PipeDream's partitioner on a branching graph, as paper 1 ran it.
+
+    Parameters
+    ----------
+    ignore_inputs : leave the edges out of fan-out nodes (zero time, at most one input,
+        several consumers) out of the search for branching regions, as PipeDream does.
+        ``False`` reproduces what paper 1's code prints for BERT-24 and GNMT training.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> r = solve_pipedream(chain_problem([4, 1, 1, 4], n_accelerators=2))
+    >>> r.objective
+    5.0
+    """
+    if options:
+        raise ValueError(f"pipedream: unknown option(s) {sorted(options)}")
+    clock = Stopwatch(time_limit)
+    contracted, n_left = pipedream_problem(problem, ignore_inputs=ignore_inputs)
+    if progress is not None:
+        progress.update(f"pipedream: {n_left:,} nodes after contracting branches", 0.0)
+    remaining = None if time_limit is None else max(1e-3, time_limit - clock.elapsed)
+    inner = solve_dpl(contracted, time_limit=remaining, progress=progress)
+    return result_from_plan(
+        problem, inner.plan, method="pipedream", clock=clock, proven=False,
+        search_space="contiguous splits of the graph with branching regions contracted",
+        n_path_nodes=n_left, timed_out=bool(inner.stats.get("timed_out", False)),
+    )

@@ -1,0 +1,1 @@
+"""Plots and reports; matplotlib is imported lazily (extra ``viz``)."""
