@@ -1,0 +1,117 @@
+"""Roofline pricing of operators and tensors on devices and links.
+
+An operator doing ``flops`` FLOPs and moving ``bytes_moved`` bytes takes, on a device,
+
+    time = max(flops / effective_flops, bytes_moved / effective_bandwidth) + launch_overhead
+
+and a tensor of ``n`` bytes crosses a link in ``latency + n / bandwidth``. Graphs carry
+**milliseconds** (:data:`TIME_UNIT`), like the reference workloads and the built-in zoo.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.cost.ops import Work
+from dnnpart.cost.specs import Catalog, DeviceSpec, LinkSpec, load_catalog
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Unit of every time a priced graph carries.
+TIME_UNIT = "ms"
+MS_PER_S = 1e3
+
+
+def roofline_time_s(flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, device: DeviceSpec) -> FloatArray:
+    """Seconds per operator on ``device`` (vectorised).
+
+    Examples
+    --------
+    >>> d = DeviceSpec(name="toy", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
+    ...                launch_overhead_s=1e-6)
+    >>> roofline_time_s([2e9, 0.0], [1e6, 1e9], d).round(6).tolist()  # compute-, memory-bound
+    [0.002001, 0.010001]
+    """
+    compute = np.asarray(flops, dtype=np.float64) / device.effective_flops
+    memory = np.asarray(bytes_moved, dtype=np.float64) / device.effective_bandwidth
+    result: FloatArray = np.maximum(compute, memory) + device.launch_overhead_s
+    return result
+
+
+def transfer_time_s(n_bytes: npt.ArrayLike, link: LinkSpec) -> FloatArray:
+    """Seconds to move tensors over ``link``: latency + bytes / bandwidth (0 bytes: 0 s).
+
+    Examples
+    --------
+    >>> transfer_time_s([0.0, 31.5e6], LinkSpec(name="pcie4", bandwidth=31.5e9, latency=1e-6)).tolist()
+    [0.0, 0.001001]
+    """
+    b = np.asarray(n_bytes, dtype=np.float64)
+    result: FloatArray = np.where(b > 0, link.latency + b / link.bandwidth, 0.0)
+    return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostModel:
+    """Prices a graph's two compute-time columns (CPU, accelerator) and its edges.
+
+    Parameters
+    ----------
+    accelerator : the accelerator kind's spec.
+    cpu : the CPU kind's spec.
+    host_link : the reference link edges are priced on (accelerator <-> host DRAM).
+
+    Examples
+    --------
+    >>> m = CostModel.from_presets("A100-40GB")
+    >>> m.host_link.name
+    'pcie4-x16'
+    >>> t = m.compute_times_ms([Work(1.95e9, 0.0)])   # 1.95 GFLOPs
+    >>> round(float(t[0, 1]), 4)   # on the accelerator: 1.95e9 / (19.5e12 * 0.7) s + 5 us
+    0.1479
+    """
+
+    accelerator: DeviceSpec
+    cpu: DeviceSpec
+    host_link: LinkSpec
+
+    @classmethod
+    def from_presets(
+        cls,
+        accelerator: str = "A100-40GB",
+        cpu: str = "cpu",
+        host_link: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> CostModel:
+        """Build from preset names; the host link defaults to the accelerator's."""
+        cat = catalog or load_catalog()
+        acc = cat.device(accelerator)
+        link = cat.link(host_link or acc.host_link or "pcie3-x16")
+        return cls(accelerator=acc, cpu=cat.device(cpu), host_link=link)
+
+    def compute_times_ms(self, works: Sequence[Work]) -> FloatArray:
+        """``(n, 2)`` times in ms: column 0 on the CPU, column 1 on the accelerator."""
+        flops = np.fromiter((w.flops for w in works), np.float64, len(works))
+        moved = np.fromiter((w.bytes_moved for w in works), np.float64, len(works))
+        cpu = roofline_time_s(flops, moved, self.cpu)
+        acc = roofline_time_s(flops, moved, self.accelerator)
+        result: FloatArray = np.column_stack((cpu, acc)) * MS_PER_S
+        return result
+
+    def edge_costs_ms(self, n_bytes: npt.ArrayLike) -> FloatArray:
+        """Transfer times in ms of tensors over the host link."""
+        result: FloatArray = transfer_time_s(n_bytes, self.host_link) * MS_PER_S
+        return result
+
+    def describe(self) -> str:
+        mem = self.accelerator.memory_bytes
+        memory = f"{mem / 1e9:g} GB" if math.isfinite(mem) else "unbounded"
+        return (
+            f"accelerator {self.accelerator.name} ({memory}), CPU {self.cpu.name}, "
+            f"host link {self.host_link.name}; times in {TIME_UNIT}"
+        )

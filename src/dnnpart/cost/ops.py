@@ -1,0 +1,381 @@
+"""Work of one operator: floating-point operations and bytes moved through device memory.
+
+Conventions: **FLOPs count the multiply and the add of a multiply-add separately** (a
+``k``-term dot product is ``2k`` FLOPs, the way peak rates are quoted); bytes moved are the
+operator's activation inputs, parameters and outputs, each read or written once (views move
+nothing). Operator types are canonical lower-case names (:data:`CANONICAL`); the spellings
+of ONNX (``"Conv"``, ``"BatchNormalization"``), torch modules (``"Conv2d"``) and torch
+functions (``"conv2d"``, ``"add"``) are mapped onto them by :func:`canonical_op`.
+
+An operator type the model does not know costs its bytes moved only, and is reported as
+unknown (never silently zero): see :func:`operator_work`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Shape = tuple[int, ...]
+
+#: FLOPs per output element of element-wise and normalisation operators (our estimates:
+#: e.g. layer norm = mean, variance, subtract, divide, scale, shift ~ 8 operations).
+PER_ELEMENT_FLOPS: dict[str, float] = {
+    "relu": 1,
+    "leaky_relu": 2,
+    "clip": 2,
+    "hardtanh": 2,
+    "hardswish": 4,
+    "hardsigmoid": 3,
+    "gelu": 8,
+    "sigmoid": 4,
+    "tanh": 4,
+    "silu": 5,
+    "elu": 4,
+    "softplus": 4,
+    "mish": 8,
+    "exp": 1,
+    "log": 1,
+    "sqrt": 1,
+    "rsqrt": 2,
+    "erf": 4,
+    "neg": 1,
+    "abs": 1,
+    "reciprocal": 1,
+    "pow": 1,
+    "cast": 0,
+    "where": 1,
+    "softmax": 5,
+    "log_softmax": 6,
+    "batchnorm": 4,
+    "layernorm": 8,
+    "groupnorm": 8,
+    "instancenorm": 8,
+    "rmsnorm": 5,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "max_elem": 1,
+    "min_elem": 1,
+    "eq": 1,
+    "cross_entropy": 6,
+    "nll_loss": 1,
+    "mse_loss": 3,
+    "l1_loss": 3,
+    "bce_loss": 6,
+}
+#: Operators that only reinterpret a tensor (no data movement in a runtime with views).
+VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity", "dropout", "expand", "view"})
+#: Operators that copy data without arithmetic.
+COPY_OPS = frozenset(
+    {"transpose", "concat", "split", "slice", "pad", "gather", "embedding", "contiguous", "tile", "chunk"}
+)
+#: Operators on metadata (shapes, sizes, tuple access): free.
+META_OPS = frozenset({"shape", "size", "getattr", "getitem", "constant", "constant_of_shape", "range"})
+WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear"})
+POOL_OPS = frozenset({"maxpool", "avgpool"})
+REDUCE_OPS = frozenset({"global_pool", "reduce", "mean", "sum"})
+LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_loss"})
+
+#: Every canonical operator type the model prices.
+CANONICAL = (
+    frozenset(PER_ELEMENT_FLOPS) | VIEW_OPS | COPY_OPS | META_OPS | WEIGHTED_OPS | POOL_OPS | REDUCE_OPS
+)
+
+# Spellings (lower-cased) of ONNX, torch.nn modules and torch functions -> canonical type.
+_SYNONYMS: dict[str, str] = {
+    # convolution / matrix products
+    "conv1d": "conv",
+    "conv2d": "conv",
+    "conv3d": "conv",
+    "convolution": "conv",
+    "convtranspose": "conv_transpose",
+    "convtranspose1d": "conv_transpose",
+    "convtranspose2d": "conv_transpose",
+    "convtranspose3d": "conv_transpose",
+    "conv_transpose1d": "conv_transpose",
+    "conv_transpose2d": "conv_transpose",
+    "conv_transpose3d": "conv_transpose",
+    "gemm": "matmul",
+    "bmm": "matmul",
+    "mm": "matmul",
+    "baddbmm": "matmul",
+    "addmm": "matmul",
+    "einsum": "matmul",
+    "scaled_dot_product_attention": "attention",
+    "nonDynamicallyQuantizableLinear".lower(): "linear",
+    # normalisation
+    "batchnormalization": "batchnorm",
+    "batchnorm1d": "batchnorm",
+    "batchnorm2d": "batchnorm",
+    "batchnorm3d": "batchnorm",
+    "batch_norm": "batchnorm",
+    "layernormalization": "layernorm",
+    "layer_norm": "layernorm",
+    "groupnormalization": "groupnorm",
+    "group_norm": "groupnorm",
+    "instancenormalization": "instancenorm",
+    "instancenorm2d": "instancenorm",
+    "instance_norm": "instancenorm",
+    "rms_norm": "rmsnorm",
+    "simplifiedlayernormalization": "rmsnorm",
+    # activations
+    "relu6": "clip",
+    "leakyrelu": "leaky_relu",
+    "hardswish": "hardswish",
+    "hardsigmoid": "hardsigmoid",
+    "relu_": "relu",
+    "gelu_": "gelu",
+    "softmax2d": "softmax",
+    "logsoftmax": "log_softmax",
+    "selu": "elu",
+    "celu": "elu",
+    "prelu": "leaky_relu",
+    "swish": "silu",
+    # pooling and reductions
+    "maxpool1d": "maxpool",
+    "maxpool2d": "maxpool",
+    "maxpool3d": "maxpool",
+    "max_pool2d": "maxpool",
+    "max_pool1d": "maxpool",
+    "max_pool3d": "maxpool",
+    "averagepool": "avgpool",
+    "avgpool1d": "avgpool",
+    "avgpool2d": "avgpool",
+    "avgpool3d": "avgpool",
+    "avg_pool2d": "avgpool",
+    "avg_pool1d": "avgpool",
+    "avg_pool3d": "avgpool",
+    "globalaveragepool": "global_pool",
+    "globalmaxpool": "global_pool",
+    "adaptiveavgpool1d": "global_pool",
+    "adaptiveavgpool2d": "global_pool",
+    "adaptive_avg_pool2d": "global_pool",
+    "adaptive_avg_pool1d": "global_pool",
+    "adaptivemaxpool2d": "global_pool",
+    "adaptive_max_pool2d": "global_pool",
+    "reducemean": "mean",
+    "reducesum": "sum",
+    "reducemax": "reduce",
+    "reducemin": "reduce",
+    "reduceprod": "reduce",
+    "reducel2": "reduce",
+    "amax": "reduce",
+    "amin": "reduce",
+    "max": "reduce",
+    "min": "reduce",
+    "var": "reduce",
+    "std": "reduce",
+    "norm": "reduce",
+    # element-wise arithmetic
+    "iadd": "add",
+    "add_": "add",
+    "radd": "add",
+    "sum_elem": "add",
+    "mul_": "mul",
+    "imul": "mul",
+    "rmul": "mul",
+    "truediv": "div",
+    "floordiv": "div",
+    "rtruediv": "div",
+    "div_": "div",
+    "rsub": "sub",
+    "isub": "sub",
+    "matmul_": "matmul",
+    "maximum": "max_elem",
+    "minimum": "min_elem",
+    "equal": "eq",
+    "greater": "eq",
+    "less": "eq",
+    "ne": "eq",
+    "gt": "eq",
+    "lt": "eq",
+    "ge": "eq",
+    "le": "eq",
+    "not": "eq",
+    "and": "eq",
+    "or": "eq",
+    "masked_fill": "where",
+    "to": "cast",
+    "float": "cast",
+    "type_as": "cast",
+    "clamp": "clip",
+    "clamp_min": "clip",
+    # data movement
+    "view": "view",
+    "flatten": "flatten",
+    "unflatten": "reshape",
+    "reshape": "reshape",
+    "squeeze": "squeeze",
+    "unsqueeze": "unsqueeze",
+    "permute": "transpose",
+    "transpose": "transpose",
+    "t": "transpose",
+    "cat": "concat",
+    "concatenate": "concat",
+    "stack": "concat",
+    "narrow": "slice",
+    "select": "slice",
+    "index_select": "gather",
+    "gatherelements": "gather",
+    "expand_as": "expand",
+    "repeat": "tile",
+    "dropout1d": "dropout",
+    "dropout2d": "dropout",
+    "alpha_dropout": "dropout",
+    "feature_alpha_dropout": "dropout",
+    "constantofshape": "constant_of_shape",
+    "getattr": "getattr",
+    "getitem": "getitem",
+    "dim": "size",
+    "numel": "size",
+    # losses
+    "crossentropyloss": "cross_entropy",
+    "softmaxcrossentropyloss": "cross_entropy",
+    "nllloss": "nll_loss",
+    "negativeloglikelihoodloss": "nll_loss",
+    "mseloss": "mse_loss",
+    "l1loss": "l1_loss",
+    "bceloss": "bce_loss",
+    "bcewithlogitsloss": "bce_loss",
+    "binary_cross_entropy": "bce_loss",
+    "binary_cross_entropy_with_logits": "bce_loss",
+}
+
+
+def canonical_op(name: str) -> str:
+    """Canonical operator type of an ONNX / torch spelling; unknown names come back lower-cased.
+
+    Examples
+    --------
+    >>> canonical_op("BatchNormalization"), canonical_op("Conv2d"), canonical_op("add")
+    ('batchnorm', 'conv', 'add')
+    >>> canonical_op("MyCustomOp")
+    'mycustomop'
+    """
+    key = name.strip().lower()
+    return _SYNONYMS.get(key, key)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpSpec:
+    """What the cost model needs to know about one operator.
+
+    Parameters
+    ----------
+    op_type : canonical type (see :func:`canonical_op`).
+    input_shapes : shapes of the activation inputs (not the parameters).
+    output_shapes : shapes of the outputs.
+    weight_shapes : shapes of the parameters (weights, biases, running statistics).
+    itemsize : bytes per element (4 for fp32).
+    attrs : extra facts: ``kernel`` (pooling window), ``k`` (reduction length of a matrix
+        product when it is not the first input's last dimension).
+    """
+
+    op_type: str
+    input_shapes: tuple[Shape, ...] = ()
+    output_shapes: tuple[Shape, ...] = ()
+    weight_shapes: tuple[Shape, ...] = ()
+    itemsize: int = 4
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """FLOPs and bytes moved of one operator; ``known`` is False for a bytes-only estimate."""
+
+    flops: float
+    bytes_moved: float
+    known: bool = True
+
+
+def numel(shape: Sequence[int]) -> int:
+    """Number of elements of a shape (1 for a scalar).
+
+    Examples
+    --------
+    >>> numel((2, 3, 4)), numel(())
+    (24, 1)
+    """
+    return math.prod(int(s) for s in shape)
+
+
+def operator_work(spec: OpSpec) -> Work:
+    """FLOPs and bytes moved by one operator.
+
+    Examples
+    --------
+    A 3x3 convolution, 64 -> 64 channels, on a 56x56 map (batch 1):
+
+    >>> w = operator_work(OpSpec(op_type="conv", input_shapes=((1, 64, 56, 56),),
+    ...                          output_shapes=((1, 64, 56, 56),),
+    ...                          weight_shapes=((64, 64, 3, 3),)))
+    >>> w.flops / 1e6   # 2 x 56*56*64 outputs x 64*3*3 multiply-adds each
+    231.211008
+    >>> operator_work(OpSpec(op_type="mystery", input_shapes=((10,),),
+    ...                      output_shapes=((10,),))).known
+    False
+    """
+    op = spec.op_type
+    in_el = [numel(s) for s in spec.input_shapes]
+    out_el = [numel(s) for s in spec.output_shapes]
+    w_el = [numel(s) for s in spec.weight_shapes]
+    total_in, total_out, total_w = sum(in_el), sum(out_el), sum(w_el)
+    moved = float(spec.itemsize * (total_in + total_out + total_w))
+    out0 = out_el[0] if out_el else 0
+
+    if op in META_OPS:
+        return Work(0.0, 0.0)
+    if op in VIEW_OPS:
+        return Work(0.0, 0.0)
+    if op in COPY_OPS:
+        if op in ("gather", "embedding"):  # reads the rows it gathers, not the whole table
+            return Work(0.0, float(spec.itemsize * 2 * total_out + 8 * sum(in_el[1:] or [0])))
+        return Work(0.0, float(spec.itemsize * 2 * total_out))
+    if op in ("conv", "conv_transpose"):
+        if not spec.weight_shapes:
+            return Work(0.0, moved, known=False)
+        kernel = spec.weight_shapes[0]
+        per = numel(kernel[1:])
+        base = out0 if op == "conv" else (in_el[0] if in_el else 0)
+        flops = 2.0 * base * per
+        if len(spec.weight_shapes) > 1:  # bias
+            flops += out0
+        return Work(flops, moved)
+    if op in ("matmul", "linear"):
+        if not spec.input_shapes or not spec.output_shapes:
+            return Work(0.0, moved, known=False)
+        k = int(spec.attrs.get("k", 0)) or (spec.input_shapes[0][-1] if spec.input_shapes[0] else 1)
+        flops = 2.0 * out0 * k
+        if op == "linear" and len(spec.weight_shapes) > 1:
+            flops += out0
+        elif op == "matmul" and spec.attrs.get("bias"):
+            flops += out0
+        return Work(flops, moved)
+    if op == "attention":  # fused SDPA: q (.., L, E), k (.., S, E), v (.., S, Ev)
+        if len(spec.input_shapes) < 3:
+            return Work(0.0, moved, known=False)
+        q, kk, v = spec.input_shapes[:3]
+        batch = numel(q[:-2])
+        length, emb, src, ev = q[-2], q[-1], kk[-2], v[-1]
+        flops = 2.0 * batch * length * src * (emb + ev) + 5.0 * batch * length * src
+        return Work(flops, moved)
+    if op in POOL_OPS:
+        pool_kernel = spec.attrs.get("kernel")
+        window = (
+            numel(pool_kernel) if pool_kernel else max(1, round((in_el[0] if in_el else 0) / max(out0, 1)))
+        )
+        return Work(float(out0 * window), moved)
+    if op in REDUCE_OPS:
+        return Work(float(total_in), moved)
+    if op in PER_ELEMENT_FLOPS:
+        per_elem = PER_ELEMENT_FLOPS[op]
+        if op in LOSS_OPS:
+            return Work(per_elem * float(in_el[0] if in_el else 0), moved)
+        if op in ("add", "sub", "mul", "div", "max_elem", "min_elem", "eq", "where"):
+            per_elem *= max(1, len(spec.input_shapes) - 1)
+        return Work(per_elem * float(out0), moved)
+    return Work(0.0, moved, known=False)

@@ -1,0 +1,193 @@
+"""Run a :class:`~dnnpart.export.stages.StagedProgram` across local processes with torch.distributed.
+
+One process per device that has stages (gloo backend, CPU). Rank 0 is the driver: it holds
+the micro-batches, sends each one's inputs to the stages that read them and collects the
+model's outputs. Every rank runs its stages for micro-batch 0, then 1, ... (streaming:
+a rank starts the next micro-batch while later stages still work on the previous one).
+
+Activations travel point to point: a small header (kind, dtype, shape) then the tensor;
+non-tensor values (ints, shapes) are pickled into a byte tensor. Sends are asynchronous and
+receives blocking; since every cross-device edge goes to a strictly higher stage level and each
+rank runs its stages in (micro-batch, level) order, this cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dnnpart._optional import require
+from dnnpart.export.stages import StagedProgram, assemble_output
+
+HEADER_LEN = 16
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+_KIND_TENSOR, _KIND_PICKLE = 0, 1
+
+
+def run_distributed(
+    program: StagedProgram,
+    microbatches: Sequence[Sequence[Any]],
+    *,
+    nproc: int | None = None,
+    timeout_s: float = 300.0,
+    threads_per_process: int = 1,
+) -> list[Any]:
+    """Run ``program`` on every micro-batch across ``nproc`` gloo processes; outputs in order.
+
+    ``nproc`` defaults to the number of devices with stages and must be at least that; extra
+    ranks join the group and stay idle.
+
+    Raises
+    ------
+    ValueError
+        ``nproc`` is smaller than the number of devices the program uses.
+    RuntimeError
+        A worker process failed (its error is included).
+    """
+    torch = require("torch", extra="torch", caller="dnnpart run")
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
+
+    used = len(program.devices)
+    world = used if nproc is None else nproc
+    if world < used:
+        raise ValueError(f"the plan uses {used} devices; --nproc {world} is too few")
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="dnnpart-run-") as tmp:
+        out_path = Path(tmp) / "outputs.pt"
+        batches = [tuple(mb) for mb in microbatches]
+        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        ctx = start_processes(  # type: ignore[no-untyped-call]
+            _worker,
+            args=(world, port, program, batches, str(out_path), timeout_s, threads_per_process),
+            nprocs=world,
+            join=False,
+            start_method=method,
+        )
+        try:
+            while not ctx.join():
+                pass
+        except Exception as exc:  # ProcessRaisedException, ProcessExitedException
+            raise RuntimeError(f"a worker of the distributed run failed: {exc}") from None
+        result: list[Any] = torch.load(out_path, weights_only=False)
+        return result
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _worker(
+    rank: int,
+    world: int,
+    port: int,
+    program: StagedProgram,
+    batches: list[tuple[Any, ...]],
+    out_path: str,
+    timeout_s: float,
+    threads: int,
+) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    try:
+        rank_of = {dev: r for r, dev in enumerate(program.devices)}
+        my_stages = [s for s in program.stages if rank_of[s.device] == rank]
+        producer_rank = {v: 0 for v in program.input_names}
+        for s in program.stages:
+            for v in s.outputs:
+                producer_rank[v] = rank_of[s.device]
+        tag_of = {v: i for i, v in enumerate(sorted(producer_rank))}
+        # who needs each value on another rank
+        needed: dict[str, set[int]] = {}
+        for s in program.stages:
+            for v in s.inputs:
+                needed.setdefault(v, set()).add(rank_of[s.device])
+        for v in program.output_values:
+            needed.setdefault(v, set()).add(0)
+        pending: list[Any] = []
+        outputs: list[Any] = []
+        with torch.no_grad():
+            for mb in batches:
+                values: dict[str, Any] = {}
+                if rank == 0:
+                    values.update(zip(program.input_names, mb, strict=True))
+                    for v in program.input_names:
+                        for dst in sorted(needed.get(v, set()) - {0}):
+                            pending += _send(values[v], dst, tag_of[v])
+                for stage in my_stages:
+                    for v in stage.inputs:
+                        if v not in values:
+                            values[v] = _recv(producer_rank[v], tag_of[v])
+                    results = stage.module(*(values[v] for v in stage.inputs))
+                    for v, value in zip(stage.outputs, results, strict=True):
+                        values[v] = value
+                        for dst in sorted(needed.get(v, set()) - {rank}):
+                            pending += _send(value, dst, tag_of[v])
+                if rank == 0:
+                    for v in program.output_values:
+                        if v not in values:
+                            values[v] = _recv(producer_rank[v], tag_of[v])
+                    outputs.append(assemble_output(program, values))
+        for work in pending:
+            work.wait()
+        if rank == 0:
+            torch.save(outputs, out_path)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _send(value: Any, dst: int, tag: int) -> list[Any]:
+    import torch
+    import torch.distributed as dist
+
+    header = torch.zeros(HEADER_LEN, dtype=torch.int64)
+    if (
+        isinstance(value, torch.Tensor)
+        and str(value.dtype).removeprefix("torch.") in _DTYPES
+        and value.dim() <= HEADER_LEN - 3
+    ):
+        payload = value.detach().contiguous()
+        header[0], header[1], header[2] = _KIND_TENSOR, _DTYPES.index(str(value.dtype)[6:]), value.dim()
+        header[3 : 3 + value.dim()] = torch.tensor(value.shape, dtype=torch.int64)
+    else:
+        payload = torch.frombuffer(bytearray(pickle.dumps(value)), dtype=torch.uint8)
+        header[0], header[1] = _KIND_PICKLE, payload.numel()
+    return [dist.isend(header, dst, tag=tag), dist.isend(payload, dst, tag=tag)]
+
+
+def _recv(src: int, tag: int) -> Any:
+    import torch
+    import torch.distributed as dist
+
+    header = torch.zeros(HEADER_LEN, dtype=torch.int64)
+    dist.recv(header, src, tag=tag)
+    if int(header[0]) == _KIND_TENSOR:
+        ndim = int(header[2])
+        shape = [int(d) for d in header[3 : 3 + ndim]]
+        buf = torch.empty(shape, dtype=getattr(torch, _DTYPES[int(header[1])]))
+        dist.recv(buf, src, tag=tag)
+        return buf
+    raw = torch.empty(int(header[1]), dtype=torch.uint8)
+    dist.recv(raw, src, tag=tag)
+    return pickle.loads(raw.numpy().tobytes())  # values we sent ourselves, same job

@@ -1,0 +1,117 @@
+"""Measured operator times on the local machine (CPU): medians over repeated runs.
+
+* torch.fx graphs: every node is run and timed by an ``fx.Interpreter`` (``perf_counter``
+  around each node), ``warmup`` untimed passes, then ``repeats`` timed ones.
+* ONNX models: onnxruntime's per-node profiler, with graph optimisations off so that every
+  node of the file keeps its name (fused kernels would hide the operators we place).
+
+The medians replace the CPU column of the graph (``price_model(..., cpu_times_ms=...)``);
+the accelerator column stays estimated.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart._optional import require
+from dnnpart.frontends.build import ImportedModel
+from dnnpart.frontends.ir import ModelIR
+
+if TYPE_CHECKING:
+    from torch import fx
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def profile_fx(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], ir: ModelIR, *, repeats: int = 10, warmup: int = 3
+) -> FloatArray:
+    """Median time in ms of each operator of ``ir`` (fx node names) on the local CPU."""
+    torch = require("torch", extra="torch", caller="profiling")
+    from torch import fx
+
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    samples: dict[str, list[float]] = defaultdict(list)
+
+    class Timer(fx.Interpreter):
+        record = False
+
+        def run_node(self, n: fx.Node) -> Any:
+            start = time.perf_counter()
+            result = super().run_node(n)
+            if self.record:
+                samples[n.name].append((time.perf_counter() - start) * 1e3)
+            return result
+
+    interp = Timer(gm)
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            interp.record = i >= warmup
+            interp.run(*example_inputs)
+    return np.array(
+        [statistics.median(samples[op.name]) if samples[op.name] else 0.0 for op in ir.ops], dtype=np.float64
+    )
+
+
+def profile_onnx(
+    path: str | Path,
+    imported: ImportedModel,
+    *,
+    repeats: int = 10,
+    warmup: int = 3,
+    seed: int = 0,
+) -> FloatArray:
+    """Median time in ms of each operator of an ONNX model under onnxruntime on the CPU.
+
+    Nodes onnxruntime reports no kernel for (folded constants) get 0.
+    """
+    ort = require("onnxruntime", extra="onnx", caller="ONNX profiling")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.enable_profiling = True
+    opts.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    feeds = _random_feeds(session, imported, seed)
+    for _ in range(warmup + repeats):
+        session.run(None, feeds)
+    trace_file = session.end_profiling()
+    try:
+        events = json.loads(Path(trace_file).read_text())
+    finally:
+        Path(trace_file).unlink(missing_ok=True)
+    runs: dict[str, list[float]] = defaultdict(list)
+    for ev in events:
+        if ev.get("cat") == "Node" and str(ev.get("name", "")).endswith("_kernel_time"):
+            runs[ev["name"][: -len("_kernel_time")]].append(ev["dur"] / 1e3)  # us -> ms
+    out = []
+    for op in imported.ir.ops:
+        got = runs.get(op.name, [])[warmup:]
+        out.append(statistics.median(got) if got else 0.0)
+    return np.array(out, dtype=np.float64)
+
+
+def _random_feeds(session: Any, imported: ImportedModel, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, Any] = {}
+    shapes = {op_in: None for op_in in imported.ir.graph_inputs}
+    for inp in session.get_inputs():
+        if inp.name not in shapes:
+            continue
+        dims = [d if isinstance(d, int) else 1 for d in inp.shape]
+        if "int" in inp.type:
+            feeds[inp.name] = rng.integers(0, 2, size=dims).astype(np.int64 if "64" in inp.type else np.int32)
+        else:
+            feeds[inp.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
