@@ -56,6 +56,8 @@ def oracle(set_name: str, index: int, method: str) -> SolveResult:
 
 
 def _run(problem: Problem, method: str) -> SolveResult:
+    if method == "expert":
+        pytest.skip("expert scores a given split file (option split=PATH), it does not search")
     info = get_method(method)
     if problem.objective.kind not in info.objectives:
         pytest.skip(f"{method} does not optimise {problem.objective.kind}")

@@ -165,6 +165,10 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     problem = _problem(args)
     options = parse_options(args.options)
+    for flag in ("backend", "gap", "threads", "seed", "subgraphs_per_device"):
+        value = getattr(args, flag, None)
+        if value is not None:  # dedicated flags are method options like --set KEY=VALUE
+            options[flag] = value
     get_method(args.method)  # fail fast on an unknown name, before any work
     progress = out.progress()
     with progress if progress is not None else contextlib.nullcontext():

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dnnpart.cli import model_cmds, reproduce_cmd
 from dnnpart.errors import (
     DnnpartError,
     InfeasibleError,
@@ -60,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan here")
     p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --set max_ideals=5000000 (repeatable)")
+    ip = p.add_argument_group("integer programs (--method ip | ip-noncontig)")
+    ip.add_argument("--backend", choices=("cpsat", "highs"), help="MIP backend (default cpsat)")
+    ip.add_argument("--gap", type=float, metavar="G", help="relative gap to stop at (default 0.01)")
+    ip.add_argument("--threads", type=int, metavar="N", help="solver threads")
+    ip.add_argument("--seed", type=int, metavar="N", help="solver random seed")
+    ip.add_argument("--subgraphs-per-device", type=int, metavar="Q",
+                    help="latency: up to Q contiguous subgraphs per accelerator")
 
     p = sub.add_parser("methods", help="list the available methods and what they guarantee")
     p.add_argument("--json", action="store_true")
@@ -67,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the main job on a built-in example and explain the result")
     p.add_argument("example", nargs="?", default="zoo:bert-3", help="zoo:NAME (default zoo:bert-3)")
     p.add_argument("--list", action="store_true", help="list the built-in examples")
+
+    reproduce_cmd.add_parser(sub)
+    model_cmds.add_parsers(sub)
     return parser
 
 
@@ -81,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dnnpart.cli.render import Renderer
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
-    handler = getattr(commands, f"cmd_{args.command}")
+    name = f"cmd_{args.command}"
+    handler = next(getattr(m, name) for m in (commands, reproduce_cmd, model_cmds) if hasattr(m, name))
     try:
         code: int = handler(args, out)
         return code
