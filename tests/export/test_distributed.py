@@ -84,7 +84,7 @@ def test_non_contiguous_placement_gets_several_stages_per_device() -> None:
 
 
 def test_cli_plan_export_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dnnpart.cli.model_cmds import main
+    from dnnpart.cli.main import main
 
     plan = tmp_path / "plan.json"
     assert (

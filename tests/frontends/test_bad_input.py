@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dnnpart.cli.model_cmds import main
+from dnnpart.cli.main import main
 from dnnpart.errors import FormatError, MissingDependencyError
 
 onnx = pytest.importorskip("onnx", reason="the ONNX frontend needs onnx (pip install 'dnnpart[onnx]')")

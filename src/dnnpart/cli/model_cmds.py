@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -444,33 +443,3 @@ def _max_abs_diff(a: Any, b: Any) -> float:
     if isinstance(a, dict):
         return max((_max_abs_diff(a[k], b[k]) for k in a), default=0.0)
     return 0.0 if a == b else float("inf")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point for these subcommands (until wired into ``dnnpart``)."""
-    from dnnpart.cli.main import EXIT_BAD_INPUT, EXIT_MISSING_EXTRA
-    from dnnpart.cli.render import Renderer
-    from dnnpart.errors import DnnpartError, InfeasibleError, MissingDependencyError
-
-    parser = argparse.ArgumentParser(prog="dnnpart")
-    parser.add_argument("--quiet", "-q", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_parsers(sub)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
-    handler = globals()[f"cmd_{args.command}"]
-    try:
-        code: int = handler(args, out)
-        return code
-    except MissingDependencyError as exc:
-        out.error(str(exc))
-        return EXIT_MISSING_EXTRA
-    except InfeasibleError as exc:
-        out.error(str(exc))
-        return EXIT_NO_PLAN
-    except (DnnpartError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        out.error(str(exc))
-        return EXIT_BAD_INPUT

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from dnnpart.graph.core import NO_CLASS, Graph
 from dnnpart.problem import Problem
@@ -38,24 +40,18 @@ def contract_layers(problem: Problem) -> Problem:
     """
     graph = problem.graph
     n = graph.n_nodes
-    parent = np.arange(n, dtype=np.int64)
-
-    def find(x: int) -> int:
-        root = x
-        while parent[root] != root:
-            root = int(parent[root])
-        while parent[x] != root:
-            parent[x], x = root, int(parent[x])
-        return root
-
+    # Link consecutive members of every colour class and every layer; the connected
+    # components of those links are the merged classes.
+    heads, tails = [], []
     for labels in (graph.color_class, graph.layer_id):
-        first: dict[int, int] = {}
-        for v in np.flatnonzero(labels != NO_CLASS).tolist():
-            head = first.setdefault(int(labels[v]), v)
-            a, b = find(head), find(v)
-            if a != b:
-                parent[b] = a
-    roots = np.array([find(v) for v in range(n)], dtype=np.int64)
+        members = np.flatnonzero(labels != NO_CLASS)
+        order = members[np.argsort(labels[members], kind="stable")]
+        same = labels[order[1:]] == labels[order[:-1]]
+        heads.append(order[:-1][same])
+        tails.append(order[1:][same])
+    head, tail = np.concatenate(heads), np.concatenate(tails)
+    links = coo_matrix((np.ones(head.size), (head, tail)), shape=(n, n))
+    _, roots = connected_components(links, directed=False)
     recoloured = dataclasses.replace(graph, color_class=roots.astype(graph.color_class.dtype))
     return Problem(graph=recoloured, cluster=problem.cluster, objective=problem.objective,
                    name=problem.name)
