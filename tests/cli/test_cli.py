@@ -363,3 +363,9 @@ def test_entry_point_runs_as_a_module(files) -> None:
                          capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
+
+
+def test_quiet_is_accepted_before_and_after_the_command(capsys) -> None:
+    for argv in (["-q", "methods", "--json"], ["methods", "-q", "--json"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and json.loads(out), argv

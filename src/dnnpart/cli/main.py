@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     reproduce_cmd.add_parser(sub)
     model_cmds.add_parsers(sub)
+    for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
+        command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                             help="no progress output on stderr")
     return parser
 
 
