@@ -128,3 +128,14 @@ def test_bad_files(tmp_path: Path) -> None:
         read_cluster(_yaml(tmp_path, "{devices", name="c.json"))
     with pytest.raises(FormatError):
         read_cluster(_yaml(tmp_path, ""))  # an empty YAML document is null, not a mapping
+
+
+def test_time_unit_is_read_and_validated() -> None:
+    from dnnpart.io.cluster_file import parse_cluster
+
+    doc = {"preset": "reference", "accelerators": 2, "cpus": 1}
+    assert parse_cluster(doc).time_unit_s == 1e-3
+    assert parse_cluster({**doc, "time_unit_s": 1.0}).time_unit_s == 1.0
+    for bad in (0, -1, "ms"):
+        with pytest.raises(FormatError, match="time_unit_s"):
+            parse_cluster({**doc, "time_unit_s": bad})

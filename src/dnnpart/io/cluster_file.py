@@ -25,6 +25,7 @@ Numbers may be written as strings (YAML 1.1 reads ``16e9`` as text).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,16 @@ def parse_cluster(data: Any, source: str = "<cluster>") -> Cluster:
     3
     """
     root = f.require_mapping(data, source)
+    cluster = _cluster(root, source)
+    if "time_unit_s" in root:  # seconds per unit of the graph's times (default: ms)
+        unit = _num(root["time_unit_s"], "time_unit_s")
+        if unit <= 0:
+            raise FormatError(f"time_unit_s: expected a number > 0, got {unit}")
+        cluster = dataclasses.replace(cluster, time_unit_s=unit)
+    return cluster
+
+
+def _cluster(root: dict[str, Any], source: str) -> Cluster:
     preset = root.get("preset")
     try:
         if preset == "reference":
