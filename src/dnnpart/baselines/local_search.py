@@ -48,6 +48,9 @@ def solve_local_search(
 
     if restarts < 1:
         raise ValueError(f"restarts must be >= 1, got {restarts}")
+    if problem.cluster.is_hierarchical:
+        raise ValueError("local-search does not model accelerator hierarchies (appendix C.3); "
+                         "use dp or brute-force")
     objective = problem.objective
     if objective.overlap != "none" or objective.training != "pipedream":
         raise ValueError("local-search scores the default objective only (overlap=none, pipedream form)")

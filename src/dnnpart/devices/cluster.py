@@ -62,6 +62,12 @@ class Cluster:
     time_unit_s : seconds per unit of the graph's times (``1e-3``: milliseconds, the unit of
         paper 1's files and of the zoo). Converts ``bytes / bandwidth`` into load units, e.g.
         for the all-reduce of a replicated stage (paper 1, appendix C.2).
+    reference_bandwidth : bytes/s of the link the graph's edge costs were measured on, used
+        only by *hierarchical* clusters (accelerators in more than one ``group``, paper 1
+        appendix C.3): a transfer between devices ``i`` and ``j`` there costs the edge's cost
+        times ``reference_bandwidth / bandwidth[i, j]`` (:meth:`transfer_scale`). ``None``
+        (default): the fastest link between two distinct accelerators. Flat clusters ignore
+        it and price every transfer at ``host_link_scale``.
 
     Examples
     --------
@@ -78,9 +84,13 @@ class Cluster:
     group: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     name: str = ""
     time_unit_s: float = 1e-3
+    reference_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         d = len(self.devices)
+        ref = self.reference_bandwidth
+        if ref is not None and not (math.isfinite(ref) and ref > 0):
+            raise ValueError(f"cluster reference_bandwidth must be a finite number > 0, got {ref}")
         if not (math.isfinite(self.time_unit_s) and self.time_unit_s > 0):
             raise ValueError(f"cluster time_unit_s must be a finite number > 0, got {self.time_unit_s}")
         if d == 0:
@@ -106,6 +116,18 @@ class Cluster:
                 raise ValueError(f"cluster {attr}: values must be >= 0")
             arr.flags.writeable = False
             object.__setattr__(self, attr, arr)
+        if self.is_hierarchical:
+            # A hierarchy prices transfers by bandwidth (transfer_scale): an unspecified
+            # (infinite) or zero link would make them free or impossible without saying so.
+            off = ~np.eye(d, dtype=np.bool_)
+            bad = off & ~(np.isfinite(self.bandwidth) & (self.bandwidth > 0))
+            if bad.any():
+                i, j = (int(x) for x in np.argwhere(bad)[0])
+                raise ValueError(
+                    "cluster bandwidth: accelerators in several groups (a hierarchy) need a finite "
+                    f"bandwidth > 0 between every two devices; {names[i]} -> {names[j]} has "
+                    f"{self.bandwidth[i, j]}"
+                )
 
     @property
     def n_devices(self) -> int:
@@ -158,6 +180,46 @@ class Cluster:
         block = self.bandwidth[np.ix_(idx, idx)].copy()
         np.fill_diagonal(block, math.inf)
         return float(block.min())
+
+    @property
+    def is_hierarchical(self) -> bool:
+        """Whether the accelerators sit in more than one ``group`` (paper 1, appendix C.3).
+
+        Examples
+        --------
+        >>> from dnnpart.devices import reference_cluster
+        >>> reference_cluster(n_accelerators=2, n_cpus=1, memory_bytes=1e9).is_hierarchical
+        False
+        """
+        accs = list(self.accelerators)
+        return bool(accs) and np.unique(self.group[accs]).size > 1
+
+    def transfer_scale(self) -> FloatArray:
+        """``(d, d)`` factor on an edge's cost for a transfer from device ``i`` to ``j``.
+
+        ``reference_bandwidth / bandwidth[i, j]`` (``inf`` without a link, 0 on the diagonal);
+        the reference defaults to the fastest link between two distinct accelerators. Used by
+        the load model of hierarchical clusters only.
+
+        Examples
+        --------
+        >>> from dnnpart.devices import two_level_cluster
+        >>> c = two_level_cluster(n_groups=2, accelerators_per_group=1, memory_bytes=1e9,
+        ...                       intra_bandwidth=100e9, inter_bandwidth=25e9)
+        >>> c.transfer_scale().tolist()
+        [[0.0, 4.0], [4.0, 0.0]]
+        """
+        d = self.n_devices
+        ref = self.reference_bandwidth
+        if ref is None:
+            accs = list(self.accelerators)
+            block = self.bandwidth[np.ix_(accs, accs)][~np.eye(len(accs), dtype=np.bool_)]
+            finite = block[np.isfinite(block) & (block > 0)]
+            ref = float(finite.max()) if finite.size else 1.0
+        with np.errstate(divide="ignore"):
+            scale: FloatArray = np.where(self.bandwidth > 0, ref / self.bandwidth, math.inf)
+        scale[np.eye(d, dtype=np.bool_)] = 0.0
+        return scale
 
     def index(self, name: str) -> int:
         """Device index by name; ``KeyError`` lists the valid names."""

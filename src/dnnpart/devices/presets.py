@@ -59,6 +59,11 @@ def two_level_cluster(
     """A hierarchy: ``n_groups`` machines of ``accelerators_per_group`` accelerators each.
 
     Accelerators in one group share ``intra_bandwidth``; across groups ``inter_bandwidth``.
+    CPUs sit outside the groups: every accelerator reaches them at ``inter_bandwidth`` (their
+    ``group`` entry is 0 and means nothing). The graph's edge costs are read as times at the
+    *intra-group* link (``reference_bandwidth = intra_bandwidth``), so a transfer between
+    groups, or to or from a CPU, costs ``intra_bandwidth / inter_bandwidth`` times more
+    (see :func:`dnnpart.evaluate.loads.load_breakdown`).
 
     Examples
     --------
@@ -76,7 +81,8 @@ def two_level_cluster(
     ]
     devices += [Device(name=f"cpu{i}", kind=CPU) for i in range(n_cpus)]
     group = np.array([g for g in range(n_groups) for _ in range(accelerators_per_group)] + [0] * n_cpus)
-    same = group[:, None] == group[None, :]
+    is_acc = np.arange(len(devices)) < n_groups * accelerators_per_group
+    same = (group[:, None] == group[None, :]) & is_acc[:, None] & is_acc[None, :]
     bandwidth = np.where(same, intra_bandwidth, inter_bandwidth).astype(np.float64)
     latency = np.where(same, 0.0, inter_latency).astype(np.float64)
     np.fill_diagonal(bandwidth, math.inf)
@@ -87,6 +93,7 @@ def two_level_cluster(
         latency=latency,
         group=group,
         name=f"{n_groups}x{accelerators_per_group} accelerators",
+        reference_bandwidth=intra_bandwidth,
     )
 
 

@@ -70,7 +70,15 @@ def single_sample_latency(
     >>> c = reference_cluster(n_accelerators=1, n_cpus=1, memory_bytes=1e9)
     >>> single_sample_latency(g, c, np.array([0, 0])).latency  # compute 2, no transfers
     2.0
+
+    Hierarchical clusters (paper 1, appendix C.3) raise ``ValueError``: this model prices
+    every transfer at the host link and has no per-link rule yet.
     """
+    if cluster.is_hierarchical:
+        raise ValueError(
+            "single-sample latency does not model accelerator hierarchies (accelerators in "
+            "several groups); use a flat cluster or the throughput objective"
+        )
     n = graph.n_nodes
     a = assignment.astype(np.int64)
     is_acc = cluster.is_accelerator()

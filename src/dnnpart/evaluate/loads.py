@@ -8,6 +8,14 @@ compute only: reading or writing host DRAM from a CPU is free in this model.
 Nodes whose out-edges carry different costs are charged edge by edge, which is exactly the
 edge subdivision of paper 1, appendix B. Transfers count towards the forward or backward part
 by the role of the node that produced the tensor.
+
+Hierarchical clusters (accelerators in several groups, paper 1, appendix C.3) price each
+transfer by the link it uses, with :meth:`~dnnpart.devices.Cluster.transfer_scale`
+(``reference_bandwidth / bandwidth``; for :func:`~dnnpart.devices.two_level_cluster` 1 inside
+a group and ``intra / inter`` across groups and to CPUs): a sender pays its output once, at
+the slowest of the links to the devices that receive it; each receiving accelerator pays at
+its own link from the sender; CPUs pay nothing. ``host_link_scale`` multiplies on top. Flat
+clusters keep the single host-link rate, whatever their bandwidth matrix says.
 """
 
 from __future__ import annotations
@@ -67,16 +75,11 @@ def load_breakdown(
 
     comm_in = np.zeros((2, d))
     comm_out = np.zeros((2, d))
-    # Uniform nodes: out once per node, in once per (node, receiving device).
-    senders = np.unique(e_src[per_node])
-    np.add.at(comm_out, (role[senders], a[senders]), node_cost[senders])
-    pairs = np.unique(e_src[per_node] * d + a[e_dst[per_node]])
-    pair_src, pair_dev = pairs // d, pairs % d
-    np.add.at(comm_in, (role[pair_src], pair_dev), node_cost[pair_src])
-    # Non-uniform nodes: every crossing edge is its own transfer.
-    edge_src, edge_dst, edge_cost = e_src[~per_node], e_dst[~per_node], e_cost[~per_node]
-    np.add.at(comm_out, (role[edge_src], a[edge_src]), edge_cost)
-    np.add.at(comm_in, (role[edge_src], a[edge_dst]), edge_cost)
+    if cluster.is_hierarchical:
+        _hierarchical_transfers(cluster, a, role, e_src, e_dst, e_cost, node_cost, per_node,
+                                comm_in, comm_out)
+    else:
+        _flat_transfers(d, a, role, e_src, e_dst, e_cost, node_cost, per_node, comm_in, comm_out)
 
     if replica_of is not None:
         rep = np.flatnonzero(replica_of != np.arange(d))
@@ -88,6 +91,48 @@ def load_breakdown(
     # CPUs pay nothing for transfers; accelerators pay at their host link's speed.
     scale = np.where(cluster.is_accelerator(), cluster.host_link_scale, 0.0)
     return LoadBreakdown(compute=compute, comm_in=comm_in * scale, comm_out=comm_out * scale)
+
+
+def _flat_transfers(
+    d: int, a: IntArray, role: IntArray, e_src: IntArray, e_dst: IntArray, e_cost: FloatArray,
+    node_cost: FloatArray, per_node: npt.NDArray[np.bool_], comm_in: FloatArray,
+    comm_out: FloatArray,
+) -> None:
+    # Uniform nodes: out once per node, in once per (node, receiving device).
+    senders = np.unique(e_src[per_node])
+    np.add.at(comm_out, (role[senders], a[senders]), node_cost[senders])
+    pairs = np.unique(e_src[per_node] * d + a[e_dst[per_node]])
+    pair_src, pair_dev = pairs // d, pairs % d
+    np.add.at(comm_in, (role[pair_src], pair_dev), node_cost[pair_src])
+    # Non-uniform nodes: every crossing edge is its own transfer.
+    edge_src, edge_dst, edge_cost = e_src[~per_node], e_dst[~per_node], e_cost[~per_node]
+    np.add.at(comm_out, (role[edge_src], a[edge_src]), edge_cost)
+    np.add.at(comm_in, (role[edge_src], a[edge_dst]), edge_cost)
+
+
+def _hierarchical_transfers(
+    cluster: Cluster, a: IntArray, role: IntArray, e_src: IntArray, e_dst: IntArray,
+    e_cost: FloatArray, node_cost: FloatArray, per_node: npt.NDArray[np.bool_],
+    comm_in: FloatArray, comm_out: FloatArray,
+) -> None:
+    d = cluster.n_devices
+    link = cluster.transfer_scale()
+    # Uniform nodes: in once per (node, receiving device) at that link; out once per node at
+    # the slowest link among its receivers.
+    pairs = np.unique(e_src[per_node] * d + a[e_dst[per_node]])
+    pair_src, pair_dev = pairs // d, pairs % d
+    rate = link[a[pair_src], pair_dev]
+    np.add.at(comm_in, (role[pair_src], pair_dev), node_cost[pair_src] * rate)
+    n = node_cost.shape[0]
+    slowest = np.zeros(n)
+    np.maximum.at(slowest, pair_src, rate)
+    senders = np.unique(pair_src)
+    np.add.at(comm_out, (role[senders], a[senders]), node_cost[senders] * slowest[senders])
+    # Non-uniform nodes: every crossing edge is its own transfer, at its own link.
+    edge_src, edge_dst, edge_cost = e_src[~per_node], e_dst[~per_node], e_cost[~per_node]
+    edge_cost = edge_cost * link[a[edge_src], a[edge_dst]]
+    np.add.at(comm_out, (role[edge_src], a[edge_src]), edge_cost)
+    np.add.at(comm_in, (role[edge_src], a[edge_dst]), edge_cost)
 
 
 def combine(compute: FloatArray, comm_in: FloatArray, comm_out: FloatArray, overlap: str) -> FloatArray:

@@ -33,8 +33,11 @@ Objectives
   (:mod:`dnnpart.evaluate.replication`). Time grows by a factor up to ``max(k, l)``; memory
   by one ``int16`` back-pointer per DP entry; without the option the kernel runs the plain
   transition unchanged.
-* Not implemented: accelerator hierarchies (appendix C.3); the DP refuses clusters whose
-  accelerators differ (the integer program takes them).
+* Accelerator hierarchies (appendix C.3): on a hierarchical cluster (accelerators in several
+  groups) ``dp`` runs :mod:`dnnpart.solvers.dp.hierarchy` instead, exact over contiguous
+  pipeline splits with one consecutive run of stages per group (option
+  ``max_hierarchy_ideals``). The DP refuses clusters whose accelerators differ otherwise (the
+  integer program takes them).
 
 Speed
 -----
@@ -58,8 +61,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import ProblemTooLargeError
+from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
+from dnnpart.solvers.dp.hierarchy import (
+    DEFAULT_MAX_HIERARCHY_IDEALS,
+    hierarchy_model,
+    run_hierarchy_dp,
+)
 from dnnpart.solvers.dp.ideals import (
     DEFAULT_MAX_IDEALS,
     IdealLattice,
@@ -327,12 +337,13 @@ def _space(problem: Problem, what: str) -> str:
     guarantee="optimal contiguous split (pipeline order; forward and backward parts contiguous)",
     objectives=("throughput",),
     exact=True,
-    source="paper 1, section 5.1.1, 5.3 and appendix B",
+    source="paper 1, section 5.1.1, 5.3 and appendices B, C",
 )
 def solve_dp(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     max_ideals: int = DEFAULT_MAX_IDEALS, use_upper_bound: bool = True, merge_trivial: bool = True,
-    replication: bool = False, **options: Any,
+    replication: bool = False, max_hierarchy_ideals: int = DEFAULT_MAX_HIERARCHY_IDEALS,
+    **options: Any,
 ) -> SolveResult:
     """Optimal contiguous split by dynamic programming over the ideals of the forward graph.
 
@@ -349,6 +360,10 @@ def solve_dp(
         link's bandwidth is the cluster's). The plan's ``replica_of`` says which devices
         replicate which; the optimum is over contiguous pipeline splits with replicated
         stages. Costs a factor up to ``max(k, l)`` in time (CLI: ``--set replication=true``).
+    max_hierarchy_ideals : on a hierarchical cluster (appendix C.3; without ``replication``,
+        which there runs the flat DP, reported FEASIBLE only), refuse
+        (``ProblemTooLargeError``) lattices with more ideals than this: the hierarchy DP
+        (:mod:`dnnpart.solvers.dp.hierarchy`) costs up to ``O(I^4)`` slice prices.
 
     With the GPipe training form the plan optimises the PipeDream form and is reported
     FEASIBLE with that optimum as its bound (see the module docstring).
@@ -372,6 +387,10 @@ def solve_dp(
         raise ValueError(f"max_ideals must be an integer >= 1, got {max_ideals!r}")
     clock = Stopwatch(time_limit)
     stage = _stage_graph(problem, merge_trivial)
+    hierarchical = problem.cluster.is_hierarchical
+    if hierarchical and not replication:
+        return _solve_hierarchy(problem, stage, clock, max_hierarchy_ideals, use_upper_bound,
+                                progress)
     if progress is not None:
         progress.update(f"DP: contracted to {stage.n_stage_nodes:,} forward nodes", 0.0)
     lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals))
@@ -400,9 +419,59 @@ def solve_dp(
     plan = out.plan() if improved else incumbent
     optimal_value = out.value if improved else upper
     gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
-    proven = out.finished and not gpipe
-    bound = optimal_value if (gpipe and out.finished and plan is not None) else None
+    # With replication on a hierarchy the DP prices every link at the host rate: its plan is
+    # scored by the evaluator's hierarchy pricing but not proven optimal for it.
+    proven = out.finished and not gpipe and not hierarchical
+    exact_bound = gpipe and out.finished and plan is not None and not hierarchical
+    bound = optimal_value if exact_bound else None
     space = "contiguous splits in pipeline order" + (", stages replicated" if replication else "")
+    if hierarchical:
+        space += " (priced at the host link, not the hierarchy: not proven optimal)"
+    return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
+                            search_space=_space(problem, space), **stats)
+
+
+def _solve_hierarchy(
+    problem: Problem, stage: StageGraph, clock: Stopwatch, max_ideals: int,
+    use_upper_bound: bool, progress: Progress | None,
+) -> SolveResult:
+    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
+        raise ValueError(f"max_hierarchy_ideals must be an integer >= 1, got {max_ideals!r}")
+    model = _device_model(problem)
+    levels = hierarchy_model(problem, model.comm_scale)
+    try:
+        lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals))
+    except ProblemTooLargeError as exc:
+        raise ProblemTooLargeError(
+            f"dp on a hierarchical cluster: more than {max_ideals:,} ideals (the hierarchy DP "
+            "costs up to O(I^4)); raise max_hierarchy_ideals, or run the flat dp on a reference "
+            f"cluster, or dpl ({exc})"
+        ) from None
+    if progress is not None:
+        progress.update(f"DP (hierarchy): {lattice.n_ideals:,} ideals", 0.0)
+    stats: dict[str, Any] = {"n_ideals": lattice.n_ideals, "n_stage_nodes": stage.n_stage_nodes,
+                             "n_groups": len(levels.groups)}
+    kwargs = dict(acc_time=model.acc_time, cpu_time=model.cpu_time, acc_cap=model.acc_cap,
+                  cpu_cap=model.cpu_cap, clock=clock, progress=progress)
+    upper = math.inf
+    if use_upper_bound:
+        # The flat DP's split, priced on the hierarchy, bounds the optimum only if it lies in
+        # the space; so a run below it that finds nothing is repeated without it.
+        flat = run_dp(problem, stage, lattice, clock=clock, label="flat DP bound").plan()
+        if flat is not None:
+            upper = evaluate(problem, flat).objective
+        stats["upper_bound"] = upper
+    out = run_hierarchy_dp(problem, stage, lattice, levels, upper=upper, **kwargs)  # type: ignore[arg-type]
+    priced = out.slices_priced
+    if out.finished and out.assignment is None and math.isfinite(upper):
+        out = run_hierarchy_dp(problem, stage, lattice, levels, **kwargs)  # type: ignore[arg-type]
+        priced += out.slices_priced
+    stats.update(slices_priced=priced, timed_out=not out.finished)
+    plan = None if out.assignment is None else Plan(assignment=out.assignment)
+    gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
+    proven = out.finished and not gpipe
+    bound = out.value if (gpipe and out.finished and plan is not None) else None
+    space = "contiguous splits in pipeline order, one segment per group (CPU stages between groups)"
     return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
                             search_space=_space(problem, space), **stats)
 

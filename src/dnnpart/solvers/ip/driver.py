@@ -109,6 +109,9 @@ def _in_space(problem: Problem, plan: Plan, contiguous: bool, contiguous_cpus: b
 
 def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float | None,
          progress: Progress | None, options: dict[str, Any]) -> SolveResult:
+    if problem.cluster.is_hierarchical:
+        raise ValueError(f"{method} does not model accelerator hierarchies (accelerators in "
+                         "several groups, appendix C.3); use dp or brute-force")
     opts = _check(options, method)
     clock = Stopwatch(time_limit)
     latency = problem.objective.kind == LATENCY
