@@ -67,6 +67,7 @@ from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.hierarchy import (
     DEFAULT_MAX_HIERARCHY_IDEALS,
+    HierarchyOutcome,
     hierarchy_model,
     run_hierarchy_dp,
 )
@@ -383,8 +384,7 @@ def solve_dp(
     """
     _check_options(options, "dp")
     replication = _flag(replication, "replication")
-    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
-        raise ValueError(f"max_ideals must be an integer >= 1, got {max_ideals!r}")
+    _check_cap(max_ideals, "max_ideals")
     clock = Stopwatch(time_limit)
     stage = _stage_graph(problem, merge_trivial)
     hierarchical = problem.cluster.is_hierarchical
@@ -431,12 +431,16 @@ def solve_dp(
                             search_space=_space(problem, space), **stats)
 
 
+def _check_cap(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
 def _solve_hierarchy(
     problem: Problem, stage: StageGraph, clock: Stopwatch, max_ideals: int,
     use_upper_bound: bool, progress: Progress | None,
 ) -> SolveResult:
-    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
-        raise ValueError(f"max_hierarchy_ideals must be an integer >= 1, got {max_ideals!r}")
+    _check_cap(max_ideals, "max_hierarchy_ideals")
     model = _device_model(problem)
     levels = hierarchy_model(problem, model.comm_scale)
     try:
@@ -451,8 +455,13 @@ def _solve_hierarchy(
         progress.update(f"DP (hierarchy): {lattice.n_ideals:,} ideals", 0.0)
     stats: dict[str, Any] = {"n_ideals": lattice.n_ideals, "n_stage_nodes": stage.n_stage_nodes,
                              "n_groups": len(levels.groups)}
-    kwargs = dict(acc_time=model.acc_time, cpu_time=model.cpu_time, acc_cap=model.acc_cap,
-                  cpu_cap=model.cpu_cap, clock=clock, progress=progress)
+
+    def run(upper: float) -> HierarchyOutcome:
+        return run_hierarchy_dp(problem, stage, lattice, levels, acc_time=model.acc_time,
+                                cpu_time=model.cpu_time, acc_cap=model.acc_cap,
+                                cpu_cap=model.cpu_cap, upper=upper, clock=clock,
+                                progress=progress)
+
     upper = math.inf
     if use_upper_bound:
         # The flat DP's split, priced on the hierarchy, bounds the optimum only if it lies in
@@ -461,10 +470,10 @@ def _solve_hierarchy(
         if flat is not None:
             upper = evaluate(problem, flat).objective
         stats["upper_bound"] = upper
-    out = run_hierarchy_dp(problem, stage, lattice, levels, upper=upper, **kwargs)  # type: ignore[arg-type]
+    out = run(upper)
     priced = out.slices_priced
     if out.finished and out.assignment is None and math.isfinite(upper):
-        out = run_hierarchy_dp(problem, stage, lattice, levels, **kwargs)  # type: ignore[arg-type]
+        out = run(math.inf)
         priced += out.slices_priced
     stats.update(slices_priced=priced, timed_out=not out.finished)
     plan = None if out.assignment is None else Plan(assignment=out.assignment)
