@@ -1,12 +1,13 @@
 """Benchmark of the integer programs on paper 1's 14 reference workloads.
 
 Run: ``.venv/bin/python benchmarks/ip_suite.py [--time-limit S] [--threads N] [--only NAME ...]
-[--parts contiguous noncontig latency] [--backends cpsat highs]``. Writes
-``bench-results/ip_suite.md`` and prints it.
+[--parts contiguous noncontig latency] [--backends cpsat highs] [--descent] [--out FILE]``.
+Writes ``bench-results/ip_suite.md`` (or ``--out``) and prints it.
 
 * contiguous: ``ip`` against the DP optimum (``dp``), per backend;
 * noncontig: ``ip-noncontig`` against the paper's IPn column (Gurobi, 4 cores, 1% gap or
-  20 min); use ``--time-limit 1200 --threads 2`` for the paper's budget;
+  20 min); use ``--time-limit 1200 --threads 2`` for the paper's budget; ``--descent`` keeps
+  half of each CP-SAT limit for threshold descent;
 * latency: ``ip`` on ``latency_scenario(graph)`` of the 8 inference graphs, CPUs free as in
   the paper (``contiguous_cpus=False``), warm-started from the best baseline, against the
   greedy baseline and the max-load DP split scored for latency.
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap", type=float, default=0.01)
     ap.add_argument("--only", nargs="*", help="substrings of workload labels or file stems")
     ap.add_argument("--parts", nargs="*", default=["contiguous", "noncontig", "latency"])
+    ap.add_argument("--out", type=Path, default=OUT, help=f"table file (default {OUT.relative_to(ROOT)})")
+    ap.add_argument("--descent", action="store_true",
+                    help="non-contiguous: keep half the time for threshold descent (cpsat)")
     ap.add_argument("--backends", nargs="*", default=["cpsat", "highs"])
     args = ap.parse_args(argv)
     if not WORKLOADS.exists():
@@ -76,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
 
     suite = [s for s in SUITE if not args.only or any(o in s[2] or o in s[1] for o in args.only)]
     opts = {"threads": args.threads, "gap": args.gap}
-    lines = [f"# IP suite (time limit {args.time_limit:g} s, {args.threads} threads, gap {args.gap:g})", ""]
+    lines = [f"# IP suite (time limit {args.time_limit:g} s, {args.threads} threads, gap {args.gap:g}"
+             f"{', descent' if args.descent else ''})", ""]
 
     def flush() -> None:
-        OUT.parent.mkdir(exist_ok=True)
-        OUT.write_text("\n".join(lines) + "\n")
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text("\n".join(lines) + "\n")
 
     if "contiguous" in args.parts:
         lines += ["## Contiguous throughput IP (`ip`) vs DP optimum", "",
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         for folder, stem, label, _, ipn in suite:
             p = read_problem(WORKLOADS / folder / f"{stem}.json")
             for backend in args.backends:
-                r = solve(p, "ip-noncontig", time_limit=args.time_limit, backend=backend, **opts)
+                extra = {"descent": True} if args.descent and backend == "cpsat" else {}
+                r = solve(p, "ip-noncontig", time_limit=args.time_limit, backend=backend, **opts, **extra)
                 ok = "yes" if r.objective <= ipn * 1.005 else "no"
                 cells = " | ".join(_ip_cells(r))
                 lines.append(f"| {label} | {ipn:.2f} | {backend} | {cells} | {ok} |")
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush()
         lines.append("")
     flush()
-    print(OUT.read_text())
+    print(args.out.read_text())
     return 0
 
 

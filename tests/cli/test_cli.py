@@ -292,10 +292,23 @@ def test_bad_cluster_files_exit_2(capsys, files, text: str, fragments: list[str]
         (["--method", "brute-force", "--objective", "speed"], []),
         (["--method", "brute-force", "--overlap", "sometimes"], []),
         (["--bogus-flag"], []),
+        (["--method", "ip-noncontig", "--descent"], ["descent", "time_limit"]),
+        (["--method", "ip-noncontig", "--descent", "--time-limit", "5", "--backend", "highs"],
+         ["descent", "cpsat"]),
     ],
 )
 def test_bad_solve_arguments_exit_2(capsys, files, extra: list[str], fragments: list[str]) -> None:
     _assert_bad_input(*run(capsys, "solve", files["graph"], *extra), *fragments)
+
+
+def test_solve_with_descent_writes_a_plan_equal_to_its_objective(capsys, files) -> None:
+    out_plan = str(Path(files["dir"]) / "descent.plan.json")
+    code, out, _ = run(capsys, "solve", files["graph"], "--method", "ip-noncontig", "--descent",
+                       "--time-limit", "5", "--threads", "1", "--json", "--out", out_plan)
+    assert code == 0
+    d = json.loads(out)
+    problem = read_problem(files["graph"])
+    assert evaluate(problem, read_plan(out_plan, problem)).objective == pytest.approx(d["objective"])
 
 
 def test_usage_errors_exit_2(capsys) -> None:

@@ -165,7 +165,7 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     problem = _problem(args)
     options = parse_options(args.options)
-    for flag in ("backend", "gap", "threads", "seed", "subgraphs_per_device"):
+    for flag in ("backend", "gap", "threads", "seed", "subgraphs_per_device", "descent"):
         value = getattr(args, flag, None)
         if value is not None:  # dedicated flags are method options like --set KEY=VALUE
             options[flag] = value

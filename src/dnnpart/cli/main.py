@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("--seed", type=int, metavar="N", help="solver random seed")
     ip.add_argument("--subgraphs-per-device", type=int, metavar="Q",
                     help="latency: up to Q contiguous subgraphs per accelerator")
+    ip.add_argument("--descent", action="store_true", default=None,
+                    help="throughput, cpsat: keep half of --time-limit for threshold descent "
+                         "(better plans on large graphs; the bound comes from the first half)")
 
     p = sub.add_parser("methods", help="list the available methods and what they guarantee")
     p.add_argument("--json", action="store_true")

@@ -31,6 +31,10 @@ contiguous_cpus : contiguous CPU parts too (default True for ``ip``: brute force
     contiguous splits requires it; the paper's latency program leaves CPUs free).
 symmetry : break the symmetry of identical devices (default True, throughput).
 subgraphs_per_device : ``q`` of Fig. 4 (latency only).
+descent : throughput with CP-SAT and a time limit (default False): the max-load solve gets
+    half the limit and, when it stops short of the gap, threshold descent
+    (:mod:`.threshold`) the other half; the plan is the better of the two, the bound the
+    max-load solve's (or a threshold descent refuted, if higher).
 """
 
 from __future__ import annotations

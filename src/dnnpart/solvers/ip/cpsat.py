@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,8 +76,33 @@ def _capacity_scale(coef: np.ndarray, cap: float) -> tuple[float, bool]:
     return 2.0 ** math.floor(math.log2(2.0**50 / total)), False
 
 
-def solve_cpsat(model: MipModel, settings: BackendSettings) -> BackendOutcome:
-    """Solve ``model`` with CP-SAT (see the module docstring for the scaling).
+@dataclass
+class CpsatProgram:
+    """A :class:`MipModel` written as a CP-SAT model, and how to read its answers back.
+
+    ``variables[j]`` is the CP-SAT variable of the model's variable ``j``; times are in units
+    of ``1 / scale`` seconds; ``offset`` is what the bound gives away to rounding (see the
+    module docstring); ``certified`` is False when memory rows had to be rounded.
+    """
+
+    cp: Any
+    variables: list[Any]
+    kinds: np.ndarray
+    ub: np.ndarray
+    scale: float
+    exact: bool
+    certified: bool
+    offset: float
+
+    def scaled(self, j: int, value: float) -> int:
+        """``value`` of variable ``j`` as CP-SAT holds it (times rounded up to a unit)."""
+        if self.kinds[j] == VarKind.TIME:
+            return min(math.ceil(value * self.scale - 1e-9), math.ceil(float(self.ub[j]) * self.scale))
+        return round(value)
+
+
+def translate(model: MipModel) -> CpsatProgram:
+    """Write ``model`` (rows, objective and hint) as a CP-SAT model.
 
     Examples
     --------
@@ -83,15 +110,13 @@ def solve_cpsat(model: MipModel, settings: BackendSettings) -> BackendOutcome:
     >>> m = MipModel()
     >>> t, x = m.add_var(VarKind.TIME, ub=10.0), m.add_var(VarKind.BINARY)
     >>> m.add_row([t, x], [1.0, -2.5], lb=0.0, kind=RowKind.TIME)
-    >>> m.add_row([x], [1.0], lb=1.0, ub=1.0)
     >>> m.objective = [t]
-    >>> out = solve_cpsat(m, BackendSettings())
-    >>> float(out.values[0]), out.bound
-    (2.5, 2.5)
+    >>> prog = translate(m)
+    >>> prog.scale, len(prog.variables)
+    (2.0, 2)
     """
     from ortools.sat.python import cp_model
 
-    started = time.perf_counter()
     scale, exact = resolution(model)
     cp = cp_model.CpModel()
     kinds = model.kinds_array()
@@ -139,42 +164,78 @@ def solve_cpsat(model: MipModel, settings: BackendSettings) -> BackendOutcome:
         if row.enforce >= 0:
             ct.only_enforce_if(variables[row.enforce])
     cp.minimize(cp_model.LinearExpr.sum([variables[i] for i in model.objective]))
+    program = CpsatProgram(cp=cp, variables=variables, kinds=kinds, ub=np.asarray(model.ub),
+                           scale=scale, exact=exact, certified=certified,
+                           offset=0.0 if exact else float(len(model.objective)))
     for j, value in model.hint.items():
-        if kinds[j] == VarKind.TIME:
-            cp.add_hint(variables[j], min(math.ceil(value * scale - 1e-9), math.ceil(model.ub[j] * scale)))
-        else:
-            cp.add_hint(variables[j], round(value))
+        cp.add_hint(variables[j], program.scaled(j, value))
+    return program
+
+
+def solve_cpsat(model: MipModel, settings: BackendSettings) -> BackendOutcome:
+    """Solve ``model`` with CP-SAT (see the module docstring for the scaling).
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
+    >>> m = MipModel()
+    >>> t, x = m.add_var(VarKind.TIME, ub=10.0), m.add_var(VarKind.BINARY)
+    >>> m.add_row([t, x], [1.0, -2.5], lb=0.0, kind=RowKind.TIME)
+    >>> m.add_row([x], [1.0], lb=1.0, ub=1.0)
+    >>> m.objective = [t]
+    >>> out = solve_cpsat(m, BackendSettings())
+    >>> float(out.values[0]), out.bound
+    (2.5, 2.5)
+    """
+    started = time.perf_counter()
+    program = translate(model)
+    return run_program(program, program.cp, settings, started=started)
+
+
+def run_program(program: CpsatProgram, cp: Any, settings: BackendSettings, *,
+                started: float | None = None,
+                watch: tuple[list[int], Callable[[np.ndarray], None]] | None = None) -> BackendOutcome:
+    """Solve ``cp`` (``program.cp`` or a restriction of it, e.g. a clone with fixed domains).
+
+    ``watch = (indices, hook)`` calls ``hook`` with the values of those model variables on
+    every solution found (binaries only: times would need unscaling).
+    """
+    from ortools.sat.python import cp_model
+
+    t0 = time.perf_counter() if started is None else started
+    scale, offset, kinds = program.scale, program.offset, program.kinds
 
     solver = cp_model.CpSolver()
     params = solver.parameters
     if settings.time_limit is not None:
-        params.max_time_in_seconds = max(0.01, settings.time_limit - (time.perf_counter() - started))
+        params.max_time_in_seconds = max(0.01, settings.time_limit - (time.perf_counter() - t0))
     params.relative_gap_limit = settings.gap
     params.num_workers = settings.threads or 0
     params.random_seed = settings.seed
-    offset = 0.0 if exact else float(len(model.objective))
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
+            if watch is not None:
+                watch[1](np.array([self.value(program.variables[j]) for j in watch[0]], np.float64))
             if settings.on_progress is not None:
                 settings.on_progress(self.objective_value / scale,
                                      (self.best_objective_bound - offset) / scale,
-                                     time.perf_counter() - started)
+                                     time.perf_counter() - t0)
 
     status = solver.solve(cp, _Callback())
     response = solver.response_proto
-    stats: dict[str, Any] = {"resolution_per_s": scale, "exact_scaling": exact,
-                             "backend_status": solver.status_name(status),
-                             "n_vars": model.n_vars, "n_rows": model.n_rows}
+    stats: dict[str, Any] = {"resolution_per_s": scale, "exact_scaling": program.exact,
+                             "backend_status": solver.status_name(status)}
     if status == cp_model.INFEASIBLE:
         return BackendOutcome(values=None, infeasible=True, status="infeasible", stats=stats,
-                              bound_certified=certified)
+                              bound_certified=program.certified)
     values = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raw = np.asarray(response.solution, dtype=np.float64)
+        # a restriction may add variables after the model's own: keep the model's
+        raw = np.asarray(response.solution, dtype=np.float64)[: kinds.size]
         values = np.where(kinds == VarKind.TIME, raw / scale, raw)
     bound = -math.inf
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) or math.isfinite(response.best_objective_bound):
         bound = (float(response.best_objective_bound) - offset) / scale
     return BackendOutcome(values=values, bound=bound, status=solver.status_name(status).lower(),
-                          bound_certified=certified, stats=stats)
+                          bound_certified=program.certified, stats=stats)

@@ -20,7 +20,11 @@ log = logging.getLogger(__name__)
 _CLOSED = 1e-6
 
 _KNOWN = {"backend", "gap", "threads", "seed", "warm_start", "contiguous_cpus", "symmetry",
-          "subgraphs_per_device"}
+          "subgraphs_per_device", "descent"}
+
+#: Share of a time limit kept for threshold descent when the max-load solve stops short of
+#: the gap (throughput, CP-SAT; see :mod:`~dnnpart.solvers.ip.threshold`).
+DESCENT_SHARE = 0.5
 
 
 def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
@@ -39,14 +43,17 @@ def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
     q = options.get("subgraphs_per_device")
     if q is not None and (isinstance(q, bool) or int(q) < 1):
         raise ValueError(f"{method}: subgraphs_per_device must be an integer >= 1, got {q!r}")
-    for flag in ("contiguous_cpus", "symmetry"):
+    for flag in ("contiguous_cpus", "symmetry", "descent"):
         if flag in options and not isinstance(options[flag], bool):
             raise ValueError(f"{method}: {flag} must be True or False, got {options[flag]!r}")
+    if options.get("descent") and backend != "cpsat":
+        raise ValueError(f"{method}: descent runs on the cpsat backend, not {backend!r}")
     return {
         "backend": backend, "gap": gap, "threads": None if threads is None else int(threads),
         "seed": int(options.get("seed", 0)), "warm_start": options.get("warm_start", "auto"),
         "contiguous_cpus": options.get("contiguous_cpus", True),
         "symmetry": options.get("symmetry", True),
+        "descent": options.get("descent", False),
         "q": None if q is None else int(q),
     }
 
@@ -162,6 +169,12 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                             f"gap {100 * max(gap, 0):.2f}%, {elapsed:.1f} s")
 
     remaining = None if time_limit is None else max(0.01, time_limit - clock.elapsed)
+    descent = bool(opts["descent"])
+    if descent and (latency or remaining is None):
+        raise ValueError(f"{method}: descent improves throughput plans within a time limit; "
+                         "give time_limit and a throughput objective")
+    if descent and remaining is not None:
+        remaining *= 1 - DESCENT_SHARE
     settings = BackendSettings(time_limit=remaining, gap=opts["gap"], threads=opts["threads"],
                                seed=opts["seed"], on_progress=report)
     outcome: BackendOutcome = _backend(opts["backend"])(built.model, settings)
@@ -178,8 +191,35 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                        proven=True, gap=opts["gap"], stats=stats)
     bound = outcome.bound if outcome.bound_certified else -math.inf
     stats["bound_certified"] = outcome.bound_certified
+    if descent and best is not None and time_limit is not None:
+        best, best_value, bound = _descend(problem, best, best_value, bound, contiguous=contiguous,
+                                           opts=opts, restart=warm_plan, seconds=time_limit - clock.elapsed,
+                                           progress=progress, stats=stats)
     return _finish(problem, best, bound, method=method, clock=clock, space=space, proven=False,
                    gap=opts["gap"], stats=stats)
+
+
+def _descend(problem: Problem, best: Plan, best_value: float, bound: float, *, contiguous: bool,
+             opts: dict[str, Any], restart: Plan | None, seconds: float, progress: Progress | None,
+             stats: dict[str, Any]) -> tuple[Plan, float, float]:
+    """Threshold descent from ``best`` when the max-load solve stopped short of the gap."""
+    from dnnpart.solvers.ip.threshold import descend
+
+    lower = max(bound, 0.0)
+    target = lower / (1 - opts["gap"]) if math.isfinite(bound) else -math.inf
+    if best_value <= target or seconds < 1.0:
+        return best, best_value, bound
+
+    def report(objective: float, elapsed: float) -> None:
+        if progress is not None:
+            progress.update(f"IP descent: incumbent {objective:.6g}, bound {lower:.6g}, {elapsed:.1f} s")
+
+    out = descend(problem, best, contiguous=contiguous, contiguous_cpus=opts["contiguous_cpus"],
+                  time_limit=seconds, lower=lower, restart=restart, target=target, threads=opts["threads"],
+                  seed=opts["seed"], on_improve=report)
+    stats["descent_phases"] = len(out.phases)
+    stats["descent_gain"] = best_value - out.objective
+    return out.plan, out.objective, max(bound, out.bound)
 
 
 def _finish(problem: Problem, plan: Plan | None, bound: float, *, method: str, clock: Stopwatch,

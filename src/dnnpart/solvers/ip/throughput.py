@@ -85,6 +85,7 @@ class ThroughputModel:
     transfers: dict[int, Transfers] = field(default_factory=dict)
     z: dict[tuple[int, int], IntArray] = field(default_factory=dict)
     used: list[tuple[list[int], list[IntArray]]] = field(default_factory=list)
+    device_load_vars: list[list[int]] = field(default_factory=list)
     infeasible_unit: int = -1
 
     def decode(self, values: npt.NDArray[np.float64]) -> Plan:
@@ -116,19 +117,23 @@ class ThroughputModel:
         for devices, used in self.used:
             hint.update(first_use_hint(used, unit_device, devices))
         ev = evaluate(self.problem, relabelled)
-        for group, var in zip(self.groups, self.load_vars, strict=True):
-            if len(group) == 2:
-                hint[var] = float(ev.load.max())
-            else:
-                loads = ev.forward_load if group[0] == 0 else ev.backward_load
-                hint[var] = float(loads.max())
+        for gi, (group, var) in enumerate(zip(self.groups, self.load_vars, strict=True)):
+            loads = ev.load if len(group) == 2 else ev.forward_load if group == (0,) else ev.backward_load
+            hint[var] = float(loads.max())
+            if self.device_load_vars:
+                own = self.device_load_vars[gi]
+                hint.update({j: float(v) for j, v in zip(own, loads.tolist(), strict=True)})
         return relabelled
 
 
 def build_throughput(
     problem: Problem, *, contiguous: bool, contiguous_cpus: bool = True, symmetry: bool = True,
+    device_loads: bool = False,
 ) -> ThroughputModel:
     """Write the max-load program of ``problem`` (see the module docstring).
+
+    With ``device_loads`` every device gets its own load variable per group (``L_g >= l_dg
+    >= pieces``; ``device_load_vars[g][d]``), which a search may weigh in its objective.
 
     Examples
     --------
@@ -176,6 +181,8 @@ def build_throughput(
     tm = ThroughputModel(problem=problem, model=m, x=x, unit_of=unit_of, n_units=n_units,
                          groups=groups, load_vars=load_vars, classes=[], infeasible_unit=infeasible_unit)
     role = graph.is_backward.astype(np.int64)
+    if device_loads:
+        tm.device_load_vars = [[m.add_var(VarKind.TIME, ub=top) for _ in range(n_dev)] for _ in groups]
     for d in range(n_dev):
         y = x[unit_of, d]
         # compute per part, on the unit variables
@@ -192,7 +199,11 @@ def build_throughput(
             outs = {r[0] for r in tr.records if r[1] == OUT}
             for t, cost, r in tr.terms:
                 (comm_out if t in outs else comm_in)[r].append((t, cost * float(scale[d])))
-        for group, load in zip(groups, load_vars, strict=True):
+        for gi, (group, load) in enumerate(zip(groups, load_vars, strict=True)):
+            if device_loads:
+                own = tm.device_load_vars[gi][d]
+                m.add_row([load, own], [1.0, -1.0], lb=0.0, kind=RowKind.TIME)
+                load = own
             comp = [(v, c) for p in group for v, c in compute[p].items()]
             cin = [tc for p in group for tc in comm_in[p]]
             cout = [tc for p in group for tc in comm_out[p]]
