@@ -9,6 +9,7 @@ HiGHS's dual bound, valid up to its tolerances (``mip_feasibility_tolerance`` 1e
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -149,9 +150,14 @@ _PROGRESS = "@@progress"
 
 def _main() -> None:
     model, settings = pickle.loads(sys.stdin.buffer.read())
+    # the result goes to the original stdout; anything HiGHS prints natively (highspy 1.16
+    # prints a banner on creating a solver) is sent to stderr, where the parent logs it
+    result = os.fdopen(os.dup(1), "wb")
+    sys.stdout.flush()
+    os.dup2(2, 1)
     outcome = _solve_in_process(model, settings)
-    sys.stdout.buffer.write(pickle.dumps(outcome))
-    sys.stdout.buffer.flush()
+    result.write(pickle.dumps(outcome))
+    result.flush()
 
 
 if __name__ == "__main__":
