@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.evaluate import Evaluation, evaluate
+from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.solvers.ip.backend import BackendSettings
-from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
+from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput, group_loads
 from dnnpart.solvers.registry import Stopwatch
 
 #: Relative improvement below which a plan does not count as better (float noise).
@@ -54,11 +54,6 @@ class DescentResult:
     objective: float
     bound: float = -math.inf
     phases: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _group_loads(ev: Evaluation, groups: list[tuple[int, ...]]) -> list[npt.NDArray[np.float64]]:
-    """Per-device loads of each objective group (PipeDream: FW + BW; GPipe: FW, BW)."""
-    return [ev.load if len(g) == 2 else ev.forward_load if g == (0,) else ev.backward_load for g in groups]
 
 
 class _Program:
@@ -156,7 +151,7 @@ def descend(
     floor = max(lower, 0.0)
     while not clock.expired() and out.objective > target and ambition > 1e-4:
         ev = evaluate(problem, out.plan)
-        tops = [float(load.max(initial=0.0)) for load in _group_loads(ev, tm.groups)]
+        tops = [float(load.max(initial=0.0)) for load in group_loads(ev, tm.groups)]
         # one group: aim between the best and the lower bound; several: shrink each alike
         share = ambition * (out.objective - floor) / max(out.objective, 1e-300)
         taus = [t * (1 - share) for t in tops]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.evaluate import evaluate
+from dnnpart.evaluate import Evaluation, evaluate
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
@@ -63,6 +63,11 @@ def horizon(problem: Problem, times: npt.NDArray[np.float64]) -> float:
     scale = float(transfer_scale(problem).max(initial=0.0))
     comm = 2.0 * float(problem.graph.edge_cost.sum()) * scale
     return float(finite.max(axis=1, initial=0.0).sum() + comm + 1.0)
+
+
+def group_loads(ev: Evaluation, groups: list[tuple[int, ...]]) -> list[npt.NDArray[np.float64]]:
+    """Per-device loads of each objective group: FW + BW (PipeDream form), or FW and BW."""
+    return [ev.load if len(g) == 2 else ev.forward_load if g == (0,) else ev.backward_load for g in groups]
 
 
 def device_signatures(problem: Problem) -> list[tuple[object, ...]]:
@@ -117,8 +122,7 @@ class ThroughputModel:
         for devices, used in self.used:
             hint.update(first_use_hint(used, unit_device, devices))
         ev = evaluate(self.problem, relabelled)
-        for gi, (group, var) in enumerate(zip(self.groups, self.load_vars, strict=True)):
-            loads = ev.load if len(group) == 2 else ev.forward_load if group == (0,) else ev.backward_load
+        for gi, (var, loads) in enumerate(zip(self.load_vars, group_loads(ev, self.groups), strict=True)):
             hint[var] = float(loads.max())
             if self.device_load_vars:
                 own = self.device_load_vars[gi]
