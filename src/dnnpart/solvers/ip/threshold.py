@@ -76,11 +76,11 @@ class _Program:
         cp.minimize(sum(e for row in self.excess for e in row))
 
     def phase(self, start: Plan, taus: list[float],
-              settings: BackendSettings) -> tuple[Plan | None, bool, bool]:
+              settings: BackendSettings) -> tuple[Plan | None, float, bool, bool]:
         """Minimise the excess over ``taus`` from ``start``.
 
-        Returns the plan found (or None), whether excess 0 was reached, and whether a
-        positive excess was proven.
+        Returns the feasible plan of lowest max load seen (or None) with its objective,
+        whether excess 0 was reached, and whether a positive excess was proven.
         """
         from dnnpart.solvers.ip.cpsat import run_program
 
@@ -113,12 +113,12 @@ class _Program:
         outcome = run_program(prog, sub, settings, watch=(xs, consider))
         if outcome.values is not None:
             consider(outcome.values[xs])
-        plan = seen[0][1] if seen else None
+        objective, plan = seen[0] if seen else (math.inf, None)
         reached = outcome.status == "optimal" and outcome.bound <= 0.0
         # no plan keeps every scaled load <= floor(tau * R): then OPT > floor(tau * R) / R
         # (loads of a plan scale to at most ceil(R * load), see cpsat)
         proven = (outcome.infeasible or outcome.bound > 0.0) and prog.certified
-        return plan, reached, proven
+        return plan, objective, reached, proven
 
     def proven_bound(self, tau: float) -> float:
         """What a proof that the excess over ``tau`` is positive proves about the optimum."""
@@ -159,15 +159,13 @@ def descend(
         budget = remaining if remaining < 10.0 else remaining / 2
         settings = BackendSettings(time_limit=budget, gap=0.0, threads=threads, seed=seed + len(out.phases))
         origin = restart if restart is not None and len(out.phases) % 2 == 1 else out.plan
-        plan, reached, proven = prog.phase(origin, taus, settings)
+        plan, objective, reached, proven = prog.phase(origin, taus, settings)
         out.phases.append({"thresholds": taus, "reached": reached, "proven_above": proven,
                            "seconds": clock.elapsed})
-        if plan is not None:
-            cand = evaluate(problem, plan)
-            if cand.feasible and cand.objective < out.objective * (1 - _TIE):
-                out.plan, out.objective = plan, cand.objective
-                if on_improve is not None:
-                    on_improve(out.objective, clock.elapsed)
+        if plan is not None and objective < out.objective * (1 - _TIE):
+            out.plan, out.objective = plan, objective
+            if on_improve is not None:
+                on_improve(out.objective, clock.elapsed)
         if proven and len(tm.groups) == 1:
             out.bound = max(out.bound, prog.proven_bound(taus[0]))
             floor = max(floor, out.bound)
