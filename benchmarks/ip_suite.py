@@ -1,7 +1,7 @@
 """Benchmark of the integer programs on paper 1's 14 reference workloads.
 
 Run: ``.venv/bin/python benchmarks/ip_suite.py [--time-limit S] [--threads N] [--only NAME ...]
-[--parts contiguous noncontig latency] [--backends cpsat highs] [--descent] [--out FILE]``.
+[--parts contiguous noncontig latency] [--backends cpsat highs portfolio] [--descent] [--out FILE]``.
 Writes ``bench-results/ip_suite.md`` (or ``--out``) and prints it.
 
 * contiguous: ``ip`` against the DP optimum (``dp``), per backend;

@@ -311,6 +311,26 @@ def test_solve_with_descent_writes_a_plan_equal_to_its_objective(capsys, files) 
     assert evaluate(problem, read_plan(out_plan, problem)).objective == pytest.approx(d["objective"])
 
 
+def test_solve_with_the_portfolio_backend_writes_a_plan_equal_to_its_objective(capsys, files) -> None:
+    out_plan = str(Path(files["dir"]) / "portfolio.plan.json")
+    code, out, _ = run(capsys, "solve", files["graph"], "--method", "ip-noncontig", "--backend",
+                       "portfolio", "--time-limit", "20", "--threads", "1", "--json", "--out", out_plan)
+    assert code == 0
+    d = json.loads(out)
+    problem = read_problem(files["graph"])
+    assert d["objective"] == pytest.approx(solve(problem, "brute-force").objective)
+    assert evaluate(problem, read_plan(out_plan, problem)).objective == pytest.approx(d["objective"])
+
+
+def test_backend_choices_of_the_cli_match_the_solvers() -> None:
+    from dnnpart.cli.main import build_parser
+    from dnnpart.solvers.ip.backend import BACKEND_CHOICES
+
+    solve_parser = build_parser()._subparsers._group_actions[0].choices["solve"]  # type: ignore[union-attr]
+    backend = next(a for a in solve_parser._actions if a.dest == "backend")
+    assert tuple(backend.choices) == BACKEND_CHOICES
+
+
 def test_usage_errors_exit_2(capsys) -> None:
     for argv in ([], ["frobnicate"], ["evaluate"], ["info"]):
         code, _, err = run(capsys, *argv)

@@ -25,6 +25,16 @@ def _exact(problem, method, **kw):
     return solve(problem, method, gap=0.0, **kw)
 
 
+def _matches_reference(problem, r, ref) -> bool:
+    """Assert ``r`` reaches the reference optimum; False when there is no plan to compare."""
+    if ref.plan is None:
+        assert r.plan is None
+        return False
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-9)
+    assert r.objective == evaluate(problem, r.plan).objective
+    return True
+
+
 @FAST
 @given(problems(max_nodes=5, max_accelerators=2, max_cpus=1))
 def test_contiguous_ip_equals_brute_force(problem) -> None:
@@ -56,13 +66,7 @@ def test_noncontiguous_ip_equals_brute_force(problem) -> None:
 @given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, training=False,
                 objective=Objective(kind="latency")))
 def test_latency_ip_equals_brute_force_over_contiguous_splits(problem) -> None:
-    ref = solve(problem, "brute-force-contiguous")
-    r = _exact(problem, "ip")
-    if ref.plan is None:
-        assert r.plan is None
-        return
-    assert r.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-9)
-    assert r.objective == evaluate(problem, r.plan).objective
+    _matches_reference(problem, _exact(problem, "ip"), solve(problem, "brute-force-contiguous"))
 
 
 @settings(max_examples=8, deadline=None)
@@ -158,3 +162,71 @@ def test_contiguous_ip_matches_dp_on_a_layer_workload() -> None:
     assert r.objective <= dp.objective * 1.01 + 1e-9
     assert r.bound is not None and r.bound <= dp.objective + 1e-6 * dp.objective
     assert math.isfinite(r.objective)
+
+
+# -- portfolio: CP-SAT, then HiGHS from CP-SAT's best plan --------------------------------------
+
+
+def _stalled_cpsat(model, settings):
+    """A CP-SAT stand-in that stops at once with nothing: HiGHS must then find the optimum."""
+    from dnnpart.solvers.ip.backend import BackendOutcome
+
+    return BackendOutcome(values=None, status="unknown", stats={"backend_status": "UNKNOWN"})
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, random_objective=True, training=None))
+def test_portfolio_hands_over_to_highs_and_equals_brute_force(problem) -> None:
+    from dnnpart.solvers.ip import driver
+
+    real = driver._backend
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(driver, "_backend", lambda name: _stalled_cpsat if name == "cpsat" else real(name))
+        r = solve(problem, "ip-noncontig", backend="portfolio", gap=0.0, time_limit=60.0)
+    if not _matches_reference(problem, r, solve(problem, "brute-force")):
+        return
+    ran = [phase["backend"] for phase in r.stats["portfolio"]]
+    # HiGHS runs unless the warm start was already proven optimal, which needs a bound: none here
+    assert ran == ["cpsat", "highs"]
+    assert r.bound is not None and r.bound <= r.objective + 1e-9
+
+
+def test_portfolio_stops_after_cpsat_when_the_gap_is_closed() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0)
+    assert r.status is Status.OPTIMAL and r.objective == 5.0
+    assert [phase["backend"] for phase in r.stats["portfolio"]] == ["cpsat"]
+
+
+def test_portfolio_keeps_the_better_bound_and_plan_of_both_phases() -> None:
+    from dnnpart.solvers.ip import driver
+    from dnnpart.solvers.ip.backend import BackendOutcome
+
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+
+    def weak_cpsat(model, settings):  # a valid but weak bound, no plan
+        return BackendOutcome(values=None, bound=1.0, status="feasible")
+
+    real = driver._backend
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(driver, "_backend", lambda name: weak_cpsat if name == "cpsat" else real(name))
+        r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0, warm_start="none")
+    assert r.objective == 5.0 and r.bound == 5.0
+    cpsat, highs = r.stats["portfolio"]
+    assert (cpsat["backend"], cpsat["bound"], highs["backend"]) == ("cpsat", 1.0, "highs")
+
+
+def test_portfolio_latency_and_contiguous_ip_equal_the_single_backends() -> None:
+    p = chain_problem([3, 1, 2, 2, 1], n_accelerators=2)
+    for objective in (Objective(), Objective(kind="latency")):
+        q = p.with_objective(objective)
+        ref = _exact(q, "ip", backend="cpsat")
+        r = _exact(q, "ip", backend="portfolio", time_limit=30.0)
+        assert r.objective == pytest.approx(ref.objective)
+
+
+def test_portfolio_without_a_time_limit_is_cpsat_alone() -> None:
+    p = chain_problem([3, 1, 2, 2, 1], n_accelerators=2)
+    r = _exact(p, "ip-noncontig", backend="portfolio")
+    assert r.status is Status.OPTIMAL
+    assert [phase["backend"] for phase in r.stats["portfolio"]] == ["cpsat"]

@@ -62,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --set max_ideals=5000000 (repeatable)")
     ip = p.add_argument_group("integer programs (--method ip | ip-noncontig)")
-    ip.add_argument("--backend", choices=("cpsat", "highs"), help="MIP backend (default cpsat)")
+    # the choices of dnnpart.solvers.ip.backend.BACKEND_CHOICES, written out so that the CLI
+    # starts without importing the solvers (tests/cli checks that the two agree)
+    ip.add_argument("--backend", choices=("cpsat", "highs", "portfolio"),
+                    help="MIP backend (default cpsat); portfolio: CP-SAT for part of --time-limit, "
+                         "then HiGHS from its best plan")
     ip.add_argument("--gap", type=float, metavar="G", help="relative gap to stop at (default 0.01)")
     ip.add_argument("--threads", type=int, metavar="N", help="solver threads")
     ip.add_argument("--seed", type=int, metavar="N", help="solver random seed")

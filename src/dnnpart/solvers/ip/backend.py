@@ -48,3 +48,6 @@ class BackendOutcome:
 
 
 BACKENDS = ("cpsat", "highs")
+
+#: What ``backend=`` accepts: a backend, or ``"portfolio"`` (CP-SAT, then HiGHS from its plan).
+BACKEND_CHOICES = (*BACKENDS, "portfolio")

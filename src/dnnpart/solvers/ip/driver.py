@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
-from dnnpart.solvers.ip.backend import BACKENDS, BackendOutcome, BackendSettings
+from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
 from dnnpart.solvers.registry import Progress, Stopwatch, register
@@ -26,14 +27,20 @@ _KNOWN = {"backend", "gap", "threads", "seed", "warm_start", "contiguous_cpus", 
 #: the gap (throughput, CP-SAT; see :mod:`~dnnpart.solvers.ip.threshold`).
 DESCENT_SHARE = 0.5
 
+#: Share of a time limit that ``backend="portfolio"`` gives CP-SAT before HiGHS takes over
+#: from its best plan. CP-SAT's searches find good plans and close small models fast; on big
+#: communication-bound models (op BERT-12) they stall within seconds where HiGHS, started from
+#: the same plan, keeps improving (measured: README, "Integer programs").
+PORTFOLIO_SHARE = 0.5
+
 
 def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
     unknown = set(options) - _KNOWN
     if unknown:
         raise ValueError(f"{method}: unknown option(s) {sorted(unknown)}; valid: {sorted(_KNOWN)}")
     backend = options.get("backend", "cpsat")
-    if backend not in BACKENDS:
-        raise ValueError(f"{method}: backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend not in BACKEND_CHOICES:
+        raise ValueError(f"{method}: backend must be one of {list(BACKEND_CHOICES)}, got {backend!r}")
     gap = float(options.get("gap", 0.01))
     if not (0.0 <= gap < 1.0):
         raise ValueError(f"{method}: gap must be in [0, 1), got {gap!r}")
@@ -162,12 +169,6 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         warm_plan = built.set_hint(warm_plan) or warm_plan
         stats["warm_start_objective"] = warm_value
 
-    def report(incumbent: float, bound: float, elapsed: float) -> None:
-        if progress is not None:
-            gap = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
-            progress.update(f"IP ({opts['backend']}): incumbent {incumbent:.6g}, bound {bound:.6g}, "
-                            f"gap {100 * max(gap, 0):.2f}%, {elapsed:.1f} s")
-
     remaining = None if time_limit is None else max(0.01, time_limit - clock.elapsed)
     descent = bool(opts["descent"])
     if descent and (latency or remaining is None):
@@ -175,28 +176,89 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                          "give time_limit and a throughput objective")
     if descent and remaining is not None:
         remaining *= 1 - DESCENT_SHARE
-    settings = BackendSettings(time_limit=remaining, gap=opts["gap"], threads=opts["threads"],
-                               seed=opts["seed"], on_progress=report)
-    outcome: BackendOutcome = _backend(opts["backend"])(built.model, settings)
-    stats.update({f"backend_{k}" if not k.startswith("backend") else k: v
-                  for k, v in outcome.stats.items() if k not in ("n_vars", "n_rows")})
-    best, best_value = warm_plan, warm_value
-    if outcome.values is not None:
-        plan = built.decode(outcome.values)
-        ev = evaluate(problem, plan)
-        if ev.feasible and ev.objective < best_value:
-            best, best_value = plan, ev.objective
-    if outcome.infeasible and best is None:
-        return _finish(problem, None, math.inf, method=method, clock=clock, space=space,
-                       proven=True, gap=opts["gap"], stats=stats)
-    bound = outcome.bound if outcome.bound_certified else -math.inf
-    stats["bound_certified"] = outcome.bound_certified
+    portfolio = opts["backend"] == "portfolio"
+    phases = [opts["backend"]]
+    if portfolio:  # without a time limit CP-SAT runs to the gap: nothing left for HiGHS
+        phases = ["cpsat", "highs"] if time_limit is not None else ["cpsat"]
+    best, best_value, bound, certified = warm_plan, warm_value, -math.inf, True
+    for i, name in enumerate(phases):
+        seconds = remaining
+        if len(phases) > 1 and time_limit is not None:
+            seconds = (remaining or 0.0) * PORTFOLIO_SHARE if i == 0 else time_limit - clock.elapsed
+        if i > 0:  # the next backend starts from the best plan, unless the gap is closed
+            short = seconds is not None and seconds < 1.0
+            if short or (best is not None and _within(best_value, bound, opts["gap"])):
+                break
+            built.model.hint.clear()
+            if best is not None:
+                built.set_hint(best)
+        phase = _backend_phase(problem, built, name, seconds, opts, progress)
+        stats.update(phase.stats)
+        if portfolio:
+            stats.setdefault("portfolio", []).append(
+                {"backend": name, "objective": phase.value, "bound": phase.bound,
+                 "status": phase.stats.get("backend_status"), "seconds": phase.seconds})
+        if phase.infeasible:  # no plan satisfies the model: a warm start would be one
+            if best is None:
+                return _finish(problem, None, math.inf, method=method, clock=clock, space=space,
+                               proven=True, gap=opts["gap"], stats=stats)
+            break
+        if phase.plan is not None and phase.value < best_value:
+            best, best_value = phase.plan, phase.value
+        certified &= phase.certified
+        if phase.certified:
+            bound = max(bound, phase.bound)
+    stats["bound_certified"] = certified
     if descent and best is not None and time_limit is not None:
         best, best_value, bound = _descend(problem, best, best_value, bound, contiguous=contiguous,
                                            opts=opts, restart=warm_plan, seconds=time_limit - clock.elapsed,
                                            progress=progress, stats=stats)
     return _finish(problem, best, bound, method=method, clock=clock, space=space, proven=False,
                    gap=opts["gap"], stats=stats)
+
+
+def _within(value: float, bound: float, gap: float) -> bool:
+    """Whether ``value`` is proven within the relative ``gap`` of the optimum by ``bound``."""
+    return math.isfinite(bound) and value - max(bound, 0.0) <= gap * value + 1e-12
+
+
+@dataclass
+class _Phase:
+    """What one backend run gave: its best feasible plan (re-evaluated) and its bound."""
+
+    plan: Plan | None
+    value: float
+    bound: float
+    certified: bool
+    infeasible: bool
+    seconds: float
+    stats: dict[str, Any]
+
+
+def _backend_phase(problem: Problem, built: ThroughputModel | LatencyModel, name: str,
+                   seconds: float | None, opts: dict[str, Any], progress: Progress | None) -> _Phase:
+    """Run backend ``name`` on ``built.model`` (with its hint) for ``seconds``."""
+    clock = Stopwatch(seconds)
+
+    def report(incumbent: float, bound: float, elapsed: float) -> None:
+        if progress is not None:
+            gap = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
+            progress.update(f"IP ({name}): incumbent {incumbent:.6g}, bound {bound:.6g}, "
+                            f"gap {100 * max(gap, 0):.2f}%, {elapsed:.1f} s")
+
+    settings = BackendSettings(time_limit=seconds, gap=opts["gap"], threads=opts["threads"],
+                               seed=opts["seed"], on_progress=report)
+    outcome: BackendOutcome = _backend(name)(built.model, settings)
+    plan, value = None, math.inf
+    if outcome.values is not None:
+        decoded = built.decode(outcome.values)
+        ev = evaluate(problem, decoded)
+        if ev.feasible:
+            plan, value = decoded, ev.objective
+    stats = {f"backend_{k}" if not k.startswith("backend") else k: v
+             for k, v in outcome.stats.items() if k not in ("n_vars", "n_rows")}
+    return _Phase(plan=plan, value=value, bound=outcome.bound, certified=outcome.bound_certified,
+                  infeasible=outcome.infeasible, seconds=clock.elapsed, stats=stats)
 
 
 def _descend(problem: Problem, best: Plan, best_value: float, bound: float, *, contiguous: bool,
