@@ -269,7 +269,7 @@ def _descend(problem: Problem, best: Plan, best_value: float, bound: float, *, c
 
     lower = max(bound, 0.0)
     target = lower / (1 - opts["gap"]) if math.isfinite(bound) else -math.inf
-    if best_value <= target or seconds < 1.0:
+    if _within(best_value, bound, opts["gap"]) or seconds < 1.0:
         return best, best_value, bound
 
     def report(objective: float, elapsed: float) -> None:
