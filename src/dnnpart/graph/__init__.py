@@ -16,12 +16,31 @@ from dnnpart.graph.algorithms import (
     width,
 )
 from dnnpart.graph.builder import GraphBuilder
-from dnnpart.graph.core import DEVICE_KINDS, NO_CLASS, Graph, build_graph
+from dnnpart.graph.core import (
+    CONTROL,
+    DEVICE_KINDS,
+    MEMORY_CLASSES,
+    NO_CLASS,
+    NO_FORWARD,
+    NO_PIN,
+    NORMAL,
+    REFERENCE,
+    RESIDUAL,
+    Graph,
+    build_graph,
+)
 from dnnpart.graph.training import add_backward_pass, backward_partner
 
 __all__ = [
+    "CONTROL",
     "DEVICE_KINDS",
+    "MEMORY_CLASSES",
+    "NORMAL",
     "NO_CLASS",
+    "NO_FORWARD",
+    "NO_PIN",
+    "REFERENCE",
+    "RESIDUAL",
     "Graph",
     "GraphBuilder",
     "add_backward_pass",

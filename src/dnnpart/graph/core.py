@@ -18,12 +18,23 @@ from dnnpart.errors import InvalidGraphError
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
+Int8Array = npt.NDArray[np.int8]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 #: Device kinds that carry a compute-time column, in column order.
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "accelerator")
 NO_CLASS = -1
+#: Memory classes of paper 2 (PARDNN, Eq. 2), stored as int8 codes in ``Graph.memory_class``:
+#: ``normal`` activations are freed after their last consumer; ``residual`` tensors (weights,
+#: optimizer state) live the whole iteration; a ``reference`` op updates a residual tensor and
+#: must sit with it; ``control`` nodes carry no data.
+MEMORY_CLASSES: tuple[str, ...] = ("normal", "residual", "reference", "control")
+NORMAL, RESIDUAL, REFERENCE, CONTROL = 0, 1, 2, 3
+#: ``Graph.pin`` value of a node that may run on any device kind.
+NO_PIN = -1
+#: ``Graph.forward_of`` value of a node that differentiates no forward op.
+NO_FORWARD = -1
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq=False: arrays do not compare to bool
@@ -47,6 +58,18 @@ class Graph:
     layer_id : layer annotation, ``-1`` = none.
     names, original_ids : as given in the source, for I/O.
     op_types : operator type per node, or ``None`` when unknown.
+
+    Optional phase-2 arrays (``None`` = absent; the accessors below give the defaults):
+
+    memory_class : int8 code per node, see :data:`MEMORY_CLASSES` (default ``normal``).
+    param_bytes : bytes of the residual tensor (weights, optimizer state) a node holds
+        (default 0).
+    output_bytes : bytes of the node's output activation (default ``memory_bytes``, paper 1's
+        per-node memory read as the node's output).
+    pin : int8 index into ``device_kinds`` the node must run on, :data:`NO_PIN` = free.
+    forward_of : node index of the forward op a backward op differentiates,
+        :data:`NO_FORWARD` = none. Constrains nothing by itself.
+    module_paths : module path per node (e.g. ``"h.3.attn"``), ``""`` when unknown.
 
     Examples
     --------
@@ -76,6 +99,12 @@ class Graph:
     names: tuple[str, ...]
     op_types: tuple[str, ...] | None = None
     device_kinds: tuple[str, ...] = DEVICE_KINDS
+    memory_class: Int8Array | None = None
+    param_bytes: FloatArray | None = None
+    output_bytes: FloatArray | None = None
+    pin: Int8Array | None = None
+    forward_of: IntArray | None = None
+    module_paths: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -97,7 +126,11 @@ class Graph:
             "original_ids": self.original_ids.shape == (n,),
             "names": len(self.names) == n,
             "op_types": self.op_types is None or len(self.op_types) == n,
+            "module_paths": self.module_paths is None or len(self.module_paths) == n,
         }
+        for name in ("memory_class", "param_bytes", "output_bytes", "pin", "forward_of"):
+            arr = getattr(self, name)
+            checks[name] = arr is None or arr.shape == (n,)
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InvalidGraphError(f"graph arrays have inconsistent shapes: {', '.join(bad)}")
@@ -109,6 +142,28 @@ class Graph:
             raise InvalidGraphError("memory_bytes must be finite and >= 0")
         if not np.all(np.isfinite(self.edge_cost)) or np.any(self.edge_cost < 0):
             raise InvalidGraphError("edge_cost must be finite and >= 0")
+        self._check_phase2_arrays()
+
+    def _check_phase2_arrays(self) -> None:
+        n = self.n_nodes
+        if self.memory_class is not None and (
+            np.any(self.memory_class < 0) or np.any(self.memory_class >= len(MEMORY_CLASSES))
+        ):
+            raise InvalidGraphError(f"memory_class codes must lie in 0..{len(MEMORY_CLASSES) - 1}")
+        for name in ("param_bytes", "output_bytes"):
+            arr = getattr(self, name)
+            if arr is not None and (not np.all(np.isfinite(arr)) or np.any(arr < 0)):
+                raise InvalidGraphError(f"{name} must be finite and >= 0")
+        if self.pin is not None and (
+            np.any(self.pin < NO_PIN) or np.any(self.pin >= len(self.device_kinds))
+        ):
+            raise InvalidGraphError(
+                f"pin must be -1 or a device-kind index below {len(self.device_kinds)}"
+            )
+        if self.forward_of is not None and (
+            np.any(self.forward_of < NO_FORWARD) or np.any(self.forward_of >= n)
+        ):
+            raise InvalidGraphError("forward_of must be -1 or a node index")
 
     # -- sizes and adjacency -------------------------------------------------------------
     @property
@@ -162,6 +217,31 @@ class Graph:
         uniform = (hi == lo) | (self.out_degree() == 0)
         return hi, uniform
 
+    # -- phase-2 arrays with their defaults ------------------------------------------------
+    def memory_classes(self) -> Int8Array:
+        """Memory class code per node (:data:`MEMORY_CLASSES`); all ``normal`` when absent."""
+        if self.memory_class is None:
+            return np.zeros(self.n_nodes, np.int8)
+        return self.memory_class
+
+    def node_param_bytes(self) -> FloatArray:
+        """Residual bytes per node; zeros when absent."""
+        return np.zeros(self.n_nodes) if self.param_bytes is None else self.param_bytes
+
+    def node_output_bytes(self) -> FloatArray:
+        """Output activation bytes per node; ``memory_bytes`` when absent."""
+        return self.memory_bytes if self.output_bytes is None else self.output_bytes
+
+    def pins(self) -> Int8Array:
+        """Device-kind index each node is pinned to, :data:`NO_PIN` where free."""
+        return np.full(self.n_nodes, NO_PIN, np.int8) if self.pin is None else self.pin
+
+    def forward_ops(self) -> IntArray:
+        """Forward op each node differentiates, :data:`NO_FORWARD` where none."""
+        if self.forward_of is None:
+            return np.full(self.n_nodes, NO_FORWARD, np.int64)
+        return self.forward_of
+
     @property
     def is_training(self) -> bool:
         return bool(self.is_backward.any())
@@ -202,6 +282,12 @@ def build_graph(
     op_types: Sequence[str] | None = None,
     device_kinds: tuple[str, ...] = DEVICE_KINDS,
     duplicate_edges: str = "error",
+    memory_class: npt.ArrayLike | None = None,
+    param_bytes: npt.ArrayLike | None = None,
+    output_bytes: npt.ArrayLike | None = None,
+    pin: npt.ArrayLike | None = None,
+    forward_of: npt.ArrayLike | None = None,
+    module_paths: Sequence[str] | None = None,
 ) -> Graph:
     """Validate node/edge arrays given with original ids and build a topological :class:`Graph`.
 
@@ -213,6 +299,10 @@ def build_graph(
     edge_cost : per-edge transfer time at the reference link.
     duplicate_edges : ``"error"`` (default) or ``"sum"`` (merge parallel edges, adding costs
         and bytes, as when two tensors flow between the same pair of operators).
+    memory_class, param_bytes, output_bytes, pin, module_paths : optional phase-2 arrays
+        in input order (see :class:`Graph`); ``None`` leaves them absent.
+    forward_of : optional original id of the forward op each node differentiates, ``-1``
+        for none; stored as node indices.
 
     Raises
     ------
@@ -310,6 +400,20 @@ def build_graph(
         result: npt.NDArray[Any] = arr[topo]
         return result
 
+    forward_idx: IntArray | None = None
+    if forward_of is not None:
+        fwd_ids = np.asarray(forward_of, dtype=np.int64).reshape(-1)
+        if fwd_ids.shape[0] != n:
+            raise InvalidGraphError(f"forward_of: expected {n} values, got {fwd_ids.shape[0]}")
+        has = fwd_ids != NO_FORWARD
+        forward_idx = np.full(n, NO_FORWARD, np.int64)
+        if np.any(has):
+            forward_idx[has] = new_of_old[_lookup(sorted_ids, order, fwd_ids[has], "forward_of")]
+        forward_idx = forward_idx[topo]
+
+    def optional(values: npt.ArrayLike | None, dtype: type) -> npt.NDArray[Any] | None:
+        return None if values is None else permuted(values, 0, dtype)
+
     return Graph(
         succ_ptr=succ_ptr,
         succ_idx=succ_idx.astype(np.int32),
@@ -327,6 +431,12 @@ def build_graph(
         names=tuple(names_t[i] for i in topo),
         op_types=None if op_types is None else tuple(op_types[i] for i in topo),
         device_kinds=device_kinds,
+        memory_class=optional(memory_class, np.int8),
+        param_bytes=optional(param_bytes, np.float64),
+        output_bytes=optional(output_bytes, np.float64),
+        pin=optional(pin, np.int8),
+        forward_of=forward_idx,
+        module_paths=None if module_paths is None else tuple(module_paths[i] for i in topo),
     )
 
 
