@@ -21,7 +21,9 @@ from dnnpart.solvers.pardnn import Costs, pardnn
 from dnnpart.solvers.pardnn.slicing import slice_graph
 
 
-def layered_dag(n: int, *, degree: int = 6, window: int = 64, seed: int = 0) -> tuple[Costs, np.ndarray, np.ndarray]:
+def layered_dag(
+    n: int, *, degree: int = 6, window: int = 64, seed: int = 0
+) -> tuple[Costs, np.ndarray, np.ndarray]:
     """Costs plus (residual bytes, normal bytes) of a seeded random DAG with ~degree*n edges."""
     rng = np.random.default_rng(seed)
     v = np.repeat(np.arange(1, n, dtype=np.int64), degree)

@@ -7,7 +7,6 @@ import pytest
 
 from dnnpart.solvers.pardnn import kernels as k
 from dnnpart.solvers.pardnn.levels import critical_path_length, levels
-
 from dnnpart.solvers.pardnn.oracles import all_paths, edge_map, path_weight, random_costs
 
 

@@ -106,7 +106,7 @@ def test_lookahead_maps_exactly_the_clusters_meeting_a_condition() -> None:
                         unm += w
             p = max(range(kk), key=lambda q: (comm_with[q], -q))
             cp = comm_with[p]
-            if cp <= 0 or not (unm == 0 and cp == total) and not (state.ccr >= 10 and cp > total / kk):
+            if cp <= 0 or (not (unm == 0 and cp == total) and not (state.ccr >= 10 and cp > total / kk)):
                 continue
             lo, hi = naive_span(state, int(cl))
             in_span = [v for v in range(c.n) if lo <= state.tl_cl[v] < hi]

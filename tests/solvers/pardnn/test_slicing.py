@@ -40,7 +40,8 @@ def test_clusters_partition_the_free_nodes_into_paths(seed: int) -> None:
         kk = int(rng.integers(1, 5))
         free = rng.random(c.n) < 0.85 if rng.random() < 0.3 else np.ones(c.n, bool)
         s = slice_graph(c, kk, free)
-        seen = np.concatenate([s.members(i) for i in range(s.n_clusters)]) if s.n_clusters else np.array([], int)
+        parts = [s.members(i) for i in range(s.n_clusters)]
+        seen = np.concatenate(parts) if parts else np.array([], int)
         assert sorted(seen.tolist()) == np.flatnonzero(free).tolist()  # each free node exactly once
         assert np.all(s.cluster[~free] == -1)
         for i in range(s.n_clusters):

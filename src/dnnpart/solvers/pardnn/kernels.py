@@ -183,7 +183,8 @@ def cluster_comm(c, cl_ptr, cl_nodes, cluster, device, succ_ptr, succ_idx, pred_
                  pred_edge, comm, out):
     """Communication of cluster ``c`` with each device (into ``out``).
 
-    Returns (total external communication, communication with still unmapped nodes).
+    Devices at or beyond ``len(out)`` (pinned nodes on devices outside the K mapped onto)
+    count in the total only. Returns (total external communication, communication with still unmapped nodes).
     """
     out[:] = 0.0
     total = 0.0
@@ -196,20 +197,20 @@ def cluster_comm(c, cl_ptr, cl_nodes, cluster, device, succ_ptr, succ_idx, pred_
                 w = comm[e]
                 total += w
                 d = device[v]
-                if d >= 0:
-                    out[d] += w
-                else:
+                if d < 0:
                     unmapped += w
+                elif d < out.shape[0]:
+                    out[d] += w
         for j in range(pred_ptr[u], pred_ptr[u + 1]):
             v = pred_idx[j]
             if cluster[v] != c:
                 w = comm[pred_edge[j]]
                 total += w
                 d = device[v]
-                if d >= 0:
-                    out[d] += w
-                else:
+                if d < 0:
                     unmapped += w
+                elif d < out.shape[0]:
+                    out[d] += w
     return total, unmapped
 
 

@@ -69,7 +69,8 @@ class MappingState:
 def prepare(costs: Costs, slicing: Slicing, fixed: IntArray | None = None) -> MappingState:
     """Levels with intra-cluster communication zeroed, spans, order, initial trees.
 
-    Primary ``j`` starts on device ``j``; nodes outside every cluster go to ``fixed[node]``.
+    Primary ``j`` starts on device ``j``; nodes outside every cluster go to ``fixed[node]``,
+    which may name a device beyond the K mapped onto (e.g. a CPU for pinned ops).
     """
     n, kk = costs.n, slicing.k
     key = np.where(slicing.cluster >= 0, slicing.cluster, -2 - np.arange(n))

@@ -88,9 +88,9 @@ def balance_residuals(
             followers.setdefault(int(variable[ref]), []).append(int(ref))
     unit_res = res.copy()
     unit_nor = nor.copy()
-    for v, refs in followers.items():
-        unit_res[v] += res[refs].sum()
-        unit_nor[v] += nor[refs].sum()
+    for owner, refs in followers.items():
+        unit_res[owner] += res[refs].sum()
+        unit_nor[owner] += nor[refs].sum()
     frac = unit_res / tot_r + (unit_nor / tot_n if tot_n > 0 else 0.0)
     cand = np.flatnonzero(res > 0)
     cand = cand[np.lexsort((cand, -res[cand], -need_time[cand]))]
@@ -106,17 +106,17 @@ def balance_residuals(
             break
         queue = queues[a]
         while queue:
-            v = int(queue.pop())
-            if device[v] != a:
+            node = int(queue.pop())
+            if device[node] != a:
                 continue
-            f = float(frac[v])
+            f = float(frac[node])
             if s[b] + f < s[a]:
-                device[v] = b
-                for ref in followers.get(v, []):
+                device[node] = b
+                for ref in followers.get(node, []):
                     device[ref] = b
                 s[a] -= f
                 s[b] += f
-                moved += 1 + len(followers.get(v, []))
+                moved += 1 + len(followers.get(node, []))
                 break
         else:
             break

@@ -4,6 +4,7 @@ brute-force path enumeration. Used by the tests; never on a hot path."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import numpy as np
 
@@ -45,9 +46,9 @@ def all_paths(c: Costs, alive: np.ndarray) -> Iterator[list[int]]:
 
 
 def path_weight(c: Costs, path: list[int], em: dict[tuple[int, int], float]) -> float:
-    return float(sum(c.comp[v] for v in path) + sum(em[(a, b)] for a, b in zip(path, path[1:], strict=False)))
+    return float(sum(c.comp[v] for v in path) + sum(em[(a, b)] for a, b in pairwise(path)))
 
 
 def is_path(c: Costs, nodes: list[int]) -> bool:
     em = edge_map(c)
-    return all((a, b) in em for a, b in zip(nodes, nodes[1:], strict=False))
+    return all((a, b) in em for a, b in pairwise(nodes))

@@ -81,6 +81,8 @@ def slice_graph(costs: Costs, k_primaries: int, free: npt.NDArray[np.bool_] | No
         int(pos), k_primaries,
     )
     return Slicing(
-        cluster=cluster, cl_ptr=ptr[: n_clusters + 1].copy(), cl_nodes=order_nodes[: int(ptr[n_clusters])].copy(),
+        cluster=cluster,
+        cl_ptr=ptr[: n_clusters + 1].copy(),
+        cl_nodes=order_nodes[: int(ptr[n_clusters])].copy(),
         k=k_primaries,
     )

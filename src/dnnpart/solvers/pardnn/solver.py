@@ -67,15 +67,20 @@ def pardnn(
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if memory_heuristic not in MEMORY_HEURISTICS:
-        raise ValueError(f"memory_heuristic must be one of {list(MEMORY_HEURISTICS)}, got {memory_heuristic!r}")
+        raise ValueError(
+            f"memory_heuristic must be one of {list(MEMORY_HEURISTICS)}, got {memory_heuristic!r}"
+        )
     if memory_heuristic == "1":
-        raise ValueError("memory_heuristic=1 needs the op-level emulator (dnnpart.simulate), not available yet")
+        raise ValueError(
+            "memory_heuristic=1 needs the op-level emulator (dnnpart.simulate), not available yet"
+        )
     n = costs.n
     zeros = np.zeros(n)
     res = zeros if res_mem is None else np.asarray(res_mem, np.float64)
     nor = zeros if nor_mem is None else np.asarray(nor_mem, np.float64)
     var = np.full(n, -1, np.int64) if variable is None else np.asarray(variable, np.int64)
     fix = np.full(n, -1, np.int64) if fixed is None else np.asarray(fixed, np.int64)
+    var = np.where(fix < 0, var, -1)  # a pin outranks following a variable
     info: dict[str, float] = {}
     t0 = time.perf_counter()
     slicing = slice_graph(costs, k, fix < 0)
