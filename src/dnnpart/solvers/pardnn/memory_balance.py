@@ -84,8 +84,8 @@ def balance_residuals(
         return 0
     followers: dict[int, list[int]] = {}
     if variable is not None:
-        for ref in np.flatnonzero(variable >= 0):
-            followers.setdefault(int(variable[ref]), []).append(int(ref))
+        for r in np.flatnonzero(variable >= 0).tolist():
+            followers.setdefault(int(variable[r]), []).append(r)
     unit_res = res.copy()
     unit_nor = nor.copy()
     for owner, refs in followers.items():
