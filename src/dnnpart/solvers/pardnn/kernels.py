@@ -83,16 +83,17 @@ def follow_path(start, succ_ptr, succ_idx, comm, bl, alive, out, pos):
 
 
 @kernel
-def slice_primaries(succ_ptr, succ_idx, comp, comm, alive, k, cluster, order_nodes, ptr):
+def slice_primaries(succ_ptr, succ_idx, comp, comm, alive, k, cluster, order_nodes, ptr, c0, pos):
     """K primary clusters, each a heaviest path of the live graph with levels recomputed.
 
-    ``alive`` is updated in place; clusters ``0..k-1`` are written into ``cluster`` (node ->
-    cluster), ``order_nodes`` (nodes in path order) and ``ptr`` (cluster boundaries). A
-    primary is empty when the graph is exhausted first. Returns the fill position.
+    ``alive`` is updated in place; clusters ``c0..c0+k-1`` are written into ``cluster``
+    (node -> cluster), ``order_nodes[pos:]`` (nodes in path order) and ``ptr`` (cluster
+    boundaries). A primary is empty when the graph is exhausted first. Returns the fill
+    position. (Linear clustering calls it in batches with ``c0, pos`` carried over.)
     """
     n = comp.shape[0]
-    pos = 0
-    for j in range(k):
+    for jj in range(k):
+        j = c0 + jj
         bl = bottom_levels(succ_ptr, succ_idx, comp, comm, alive)
         start = -1
         best = -1.0

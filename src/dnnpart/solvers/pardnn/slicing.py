@@ -70,7 +70,7 @@ def slice_graph(costs: Costs, k_primaries: int, free: npt.NDArray[np.bool_] | No
     ptr = np.zeros(n + k_primaries + 1, np.int64)
     pos = k.slice_primaries(
         costs.succ_ptr, costs.succ_idx, costs.comp, costs.comm, alive, k_primaries, cluster,
-        order_nodes, ptr,
+        order_nodes, ptr, 0, 0,
     )
     tl = k.top_levels(costs.succ_ptr, costs.succ_idx, costs.comp, costs.comm, alive)
     bl = k.bottom_levels(costs.succ_ptr, costs.succ_idx, costs.comp, costs.comm, alive)
