@@ -1,8 +1,8 @@
 """Memory heuristic II (paper 2, §3.2.2): residual balancing and critical-path splitting.
 
-**Memory of a node.** Residual nodes (``memory_class == residual``) hold
-``param_bytes`` (their ``output_bytes`` when ``param_bytes`` is 0); normal nodes hold their
-``output_bytes``; reference and control nodes hold nothing.
+**Memory of a node** (``mem(n)`` of Eq. 2, as the op emulator reads it): residual nodes
+(``memory_class == residual``) hold ``param_bytes``; normal nodes hold their
+``output_bytes``; reference (in-place) and control nodes hold nothing.
 
 **Residual balancing.** With ``r_pe`` / ``n_pe`` the device's share of all residual / normal
 memory, Eq. 5 asks ``K/2 (r_pe + n_pe) >= 1`` on every device. While it fails, a residual
@@ -37,7 +37,7 @@ def node_memory(graph: Graph) -> tuple[FloatArray, FloatArray]:
     """``(residual, normal)`` bytes per node as described in the module docstring."""
     cls = graph.memory_classes()
     param, out = graph.node_param_bytes(), graph.node_output_bytes()
-    res = np.where(cls == RESIDUAL, np.where(param > 0, param, out), 0.0)
+    res = np.where(cls == RESIDUAL, param, 0.0)
     nor = np.where(cls == NORMAL, out, 0.0)
     return res.astype(np.float64), nor.astype(np.float64)
 
