@@ -77,7 +77,8 @@ def training_like(rng: np.random.Generator, n: int) -> tuple[Costs, np.ndarray, 
         if ins:
             cls[r] = REFERENCE
             variable[r] = min(ins)
-    mem = np.where(cls == RESIDUAL, rng.integers(1, 30, n), np.where(cls == NORMAL, rng.integers(1, 10, n), 0))
+    normal_mem = np.where(cls == NORMAL, rng.integers(1, 10, n), 0)
+    mem = np.where(cls == RESIDUAL, rng.integers(1, 30, n), normal_mem)
     costs = Costs.from_edges(n, src, dst, comp=rng.integers(1, 5, n).astype(float),
                              comm=rng.integers(0, 3, len(src)).astype(float))
     return costs, mem.astype(float), cls, variable
