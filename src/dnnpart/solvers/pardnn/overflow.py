@@ -24,13 +24,15 @@ One round, on the device ``pe`` with the largest overflow:
   ``M_pot`` stays within their cap, the one of lowest estimated peak (a move loads the
   target over the node's whole lifetime, so the peak -- not the consumption at ``t*`` -- is
   what must stay under the cap), ties to the most communication with ``n``, then the lowest
-  index. The estimate grows by ``M_pot`` per accepted move within the round. A node no device
-  can take is dropped for the round.
+  index. Within a round the target's estimated peak grows by the node's footprint there (its
+  own bytes plus its non-residual inputs not already on the target). A node no device can
+  take is dropped for the round.
 
 A moved node is never moved again. The handler stops with success when no device exceeds
-its cap, and with failure when a round moves nothing or ``max_rounds`` is reached; a failure
-names the device, the node running there at ``t*`` (or the last one started before), ``t*``
-and the bytes over the cap.
+its cap, and with failure when a round moves nothing or ``max_rounds`` is reached. A failure
+returns the best placement seen (smallest worst excess over the caps, the input placement
+included) and names, for it, the device, the node running there at ``t*`` (or the last one
+started before), ``t*`` and the bytes over the cap.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -162,18 +164,21 @@ def heuristic_one(
     limit = max_rounds if max_rounds is not None else max(n, 1)
     moved = 0
     rounds = 0
+    best: tuple[float, IntArray, int, Any] | None = None  # (worst excess, device, moved, schedule)
     while True:
         sched = emulate(device)
         peaks = np.asarray(sched.peak_memory, np.float64)[:k]
         excess = peaks - caps
         if np.all(excess <= 0):
             return HeuristicOneResult(device, True, moved, rounds, peaks)
+        if best is None or float(excess.max()) < best[0]:
+            best = (float(excess.max()), device.copy(), moved, sched)
         pe = int(np.argmax(excess))
         curve = None if sched.memory is None else sched.memory[pe]
         found = first_overflow(curve, float(caps[pe])) if curve is not None else None
-        t, overflow = found if found is not None else (float("nan"), float(excess[pe]))
         if rounds >= limit or found is None:
-            return _failure(device, moved, rounds, peaks, pe, t, overflow, sched)
+            return _failure(best, rounds, caps)
+        t, overflow = found
         rounds += 1
         start, finish = np.asarray(sched.start), np.asarray(sched.finish)
         pot = memory_potentials(costs, device, mem, residual, start, finish, pe, t)
@@ -199,9 +204,9 @@ def heuristic_one(
             v = a if b < 0 or (a >= 0 and cost[a] <= cost[b]) else b
             heapq.heappop(heap_a if v == a else heap_b)
             taken.add(v)
-            need = float(pot[v])
             comm = _comm_with(costs, device, v, max(k, int(device.max()) + 1))[:k]
-            ok = [q for q in range(k) if q != pe and est[q] + need <= caps[q]]
+            foot = footprints(costs, device, mem, residual, v, k)
+            ok = [q for q in range(k) if q != pe and est[q] + foot[q] <= caps[q]]
             if not ok:
                 continue
             q = min(ok, key=lambda d: (est[d], -comm[d], d))
@@ -209,16 +214,41 @@ def heuristic_one(
             for r in followers.get(v, []):
                 device[r] = q
             locked[v] = True
-            est[q] += need
-            freed += need
+            est[q] += foot[q]
+            freed += float(pot[v])
             moved += 1
             moved_now += 1
         if moved_now == 0:
-            return _failure(device, moved, rounds, peaks, pe, t, overflow, sched)
+            return _failure(best, rounds, caps)
 
 
-def _failure(device: IntArray, moved: int, rounds: int, peaks: FloatArray, pe: int, t: float,
-             overflow: float, sched: Schedule) -> HeuristicOneResult:
+def footprints(costs: Costs, device: IntArray, mem: FloatArray, residual: np.ndarray, v: int,
+               k: int) -> FloatArray:
+    """Bytes node ``v`` would add to each device: its own plus inputs not already there."""
+    foot = np.full(k, float(mem[v]))
+    if residual[v]:
+        return foot
+    lo, hi = costs.pred_ptr[v], costs.pred_ptr[v + 1]
+    for u in costs.pred_idx[lo:hi].tolist():
+        if mem[u] > 0 and not residual[u]:
+            foot += mem[u]
+            if 0 <= device[u] < k:
+                foot[device[u]] -= mem[u]
+    return foot
+
+
+def _failure(
+    best: tuple[float, IntArray, int, Any] | None, rounds: int, caps: FloatArray
+) -> HeuristicOneResult:
+    """Report on the best placement seen (least worst excess): its first overflow."""
+    assert best is not None
+    _, device, moved, sched = best
+    k = len(caps)
+    peaks = np.asarray(sched.peak_memory, np.float64)[:k]
+    pe = int(np.argmax(peaks - caps))
+    curve = None if sched.memory is None else sched.memory[pe]
+    found = first_overflow(curve, float(caps[pe])) if curve is not None else None
+    t, overflow = found if found is not None else (float("nan"), float(peaks[pe] - caps[pe]))
     start, finish = np.asarray(sched.start), np.asarray(sched.finish)
     on = np.flatnonzero(device == pe)
     node = -1
