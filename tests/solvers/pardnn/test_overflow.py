@@ -133,3 +133,26 @@ def test_move_cost_is_eq4_and_first_overflow() -> None:
     assert move_costs(c, np.array([0, 0, 1])).tolist() == [6.0, 7.0, 3.0]
     assert first_overflow(Curve(np.array([0.0, 1.0, 2.0]), np.array([1.0, 5.0, 9.0])), 4.0) == (1.0, 1.0)
     assert first_overflow(Curve(np.array([0.0]), np.array([1.0])), 4.0) is None
+
+
+def test_window_max_and_lifetimes() -> None:
+    from dnnpart.solvers.pardnn.overflow import lifetimes, window_max
+
+    curve = Curve(np.array([0.0, 2.0, 4.0, 6.0]), np.array([1.0, 7.0, 3.0, 5.0]))
+    assert window_max(curve, 2.5, 3.5) == 7.0  # the value in force at 2.5 was set at 2.0
+    assert window_max(curve, 4.0, 5.9) == 3.0
+    assert window_max(curve, -1.0, 10.0) == 7.0
+    c = Costs.from_edges(3, [0, 1], [1, 2], comp=[1.0, 1.0, 1.0], comm=[0.0, 0.0])
+    start, finish = np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    lo, hi = lifetimes(c, start, finish, np.array([True, False, False]))
+    assert lo.tolist() == [-np.inf, 1.0, 2.0] and hi.tolist() == [np.inf, 2.0, 3.0]
+
+
+def test_time_limit_zero_reports_the_input_placement() -> None:
+    rng = np.random.default_rng(2)
+    costs, mem, cls, _ = training_like(rng, 14)
+    emulate = double(costs, mem, cls, 2)
+    device = np.zeros(14, np.int64)
+    caps = np.full(2, 0.5 * emulate(device).peak_memory.max())
+    r = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate, time_limit=0.0)
+    assert not r.success and r.moved_nodes == 0 and np.array_equal(r.device, device)

@@ -20,16 +20,18 @@ One round, on the device ``pe`` with the largest overflow:
   with ``M_pot > O``) by ``move_cost``; the tops of both are taken, the one of lower
   ``move_cost`` is moved (ties: heap A's), the other goes back. Stops once the moved
   potentials cover ``O``.
-* **Target device** (the paper is silent): among the other devices whose estimated peak plus
-  ``M_pot`` stays within their cap, the one of lowest estimated peak (a move loads the
-  target over the node's whole lifetime, so the peak -- not the consumption at ``t*`` -- is
-  what must stay under the cap), ties to the most communication with ``n``, then the lowest
-  index. Within a round the target's estimated peak grows by the node's footprint there (its
-  own bytes plus its non-residual inputs not already on the target). A node no device can
-  take is dropped for the round.
+* **Target device** (the paper is silent): a move loads the target over the node's whole
+  lifetime -- from the earliest finish of its inputs to the latest start of its consumers,
+  the whole run for a residual node -- so the target's *highest* consumption over that
+  window (from its emulated curve, plus what this round already moved there with
+  overlapping windows) plus the node's footprint (its own bytes and its non-residual inputs
+  not already there) must stay within the cap. Among the devices that pass, the one of
+  lowest such consumption wins, ties to the most communication with ``n``, then the lowest
+  index. A node no device can take is dropped for the round.
 
 A moved node is never moved again. The handler stops with success when no device exceeds
-its cap, and with failure when a round moves nothing or ``max_rounds`` is reached. A failure
+its cap, and with failure when a round moves nothing, ``max_rounds`` is reached or
+``time_limit`` has passed. A failure
 returns the best placement seen (smallest worst excess over the caps, the input placement
 included) and names, for it, the device, the node running there at ``t*`` (or the last one
 started before), ``t*`` and the bytes over the cap.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -146,12 +149,15 @@ def heuristic_one(
     variable: IntArray | None = None,
     fixed: np.ndarray | None = None,
     max_rounds: int | None = None,
+    time_limit: float | None = None,
 ) -> HeuristicOneResult:
     """Move nodes until the emulated memory of every device stays within ``caps``.
 
     ``caps`` are the usable bytes per device (already times ``memory_fraction``); devices
-    at or beyond ``len(caps)`` are not managed. ``device`` is not modified.
+    at or beyond ``len(caps)`` are not managed. ``device`` is not modified. ``max_rounds``
+    (default |V|) and ``time_limit`` (seconds) end the search as a failure.
     """
+    began = time.perf_counter()
     device = np.asarray(device, np.int64).copy()
     n, k = costs.n, len(caps)
     residual = np.asarray(memory_class) == RESIDUAL
@@ -176,7 +182,8 @@ def heuristic_one(
         pe = int(np.argmax(excess))
         curve = None if sched.memory is None else sched.memory[pe]
         found = first_overflow(curve, float(caps[pe])) if curve is not None else None
-        if rounds >= limit or found is None:
+        out_of_time = time_limit is not None and time.perf_counter() - began > time_limit
+        if rounds >= limit or found is None or out_of_time:
             return _failure(best, rounds, caps)
         t, overflow = found
         rounds += 1
@@ -188,7 +195,9 @@ def heuristic_one(
         heap_b = [(float(cost[v]), int(v)) for v in cand if pot[v] > overflow]
         heapq.heapify(heap_a)
         heapq.heapify(heap_b)
-        est = peaks.copy()
+        curves = sched.memory
+        window_lo, window_hi = lifetimes(costs, start, finish, residual)
+        added: list[list[tuple[float, float, float]]] = [[] for _ in range(k)]
         taken: set[int] = set()
         freed = 0.0
         moved_now = 0
@@ -206,20 +215,54 @@ def heuristic_one(
             taken.add(v)
             comm = _comm_with(costs, device, v, max(k, int(device.max()) + 1))[:k]
             foot = footprints(costs, device, mem, residual, v, k)
-            ok = [q for q in range(k) if q != pe and est[q] + foot[q] <= caps[q]]
+            lo, hi = float(window_lo[v]), float(window_hi[v])
+            level = [
+                (window_max(curves[q], lo, hi) if curves is not None else float(peaks[q]))
+                + sum(b for a0, a1, b in added[q] if a0 <= hi and lo <= a1)
+                for q in range(k)
+            ]
+            ok = [q for q in range(k) if q != pe and level[q] + foot[q] <= caps[q]]
             if not ok:
                 continue
-            q = min(ok, key=lambda d: (est[d], -comm[d], d))
+            q = min(ok, key=lambda d: (level[d], -comm[d], d))
             device[v] = q
             for r in followers.get(v, []):
                 device[r] = q
             locked[v] = True
-            est[q] += foot[q]
+            added[q].append((lo, hi, float(foot[q])))
             freed += float(pot[v])
             moved += 1
             moved_now += 1
         if moved_now == 0:
             return _failure(best, rounds, caps)
+
+
+def lifetimes(
+    costs: Costs, start: FloatArray, finish: FloatArray, residual: np.ndarray
+) -> tuple[FloatArray, FloatArray]:
+    """Window in which a moved node (and the inputs it pulls) can occupy its new device.
+
+    From the earliest finish of its inputs (or its own start) to the latest start of its
+    consumers (or its own finish); the whole run for residual nodes.
+    """
+    src, dst = costs.edge_sources(), costs.succ_idx
+    lo = start.copy()
+    np.minimum.at(lo, dst, finish[src])
+    hi = finish.copy()
+    np.maximum.at(hi, src, start[dst])
+    lo[residual] = -np.inf
+    hi[residual] = np.inf
+    return lo, hi
+
+
+def window_max(curve: Curve, lo: float, hi: float) -> float:
+    """Largest curve value over ``[lo, hi]`` (the value in force at ``lo`` included)."""
+    times, at = curve.times, curve.at
+    if times.size == 0:
+        return 0.0
+    i0 = max(int(np.searchsorted(times, lo, side="right")) - 1, 0)
+    i1 = max(int(np.searchsorted(times, hi, side="right")), i0 + 1)
+    return float(at[i0:i1].max())
 
 
 def footprints(costs: Costs, device: IntArray, mem: FloatArray, residual: np.ndarray, v: int,
