@@ -5,7 +5,7 @@ passes ``emulate(device) -> schedule`` (the shared op-level emulator of ``dnnpar
 whose result carries ``start``, ``finish``, ``peak_memory`` and per-device memory curves with
 ``times`` / ``at``). Every round re-emulates, so success is always the emulator's verdict.
 
-One round, on the device ``pe`` with the largest overflow:
+One round relieves every device over its cap (largest excess first) against one emulation:
 
 * ``t*`` is the first curve time where ``pe`` holds more than its cap; ``O`` the excess there.
 * **Memory potential** ``M_pot(n, t*)`` of a movable node ``n`` on ``pe`` (not pinned, not
@@ -179,62 +179,79 @@ def heuristic_one(
             return HeuristicOneResult(device, True, moved, rounds, peaks)
         if best is None or float(excess.max()) < best[0]:
             best = (float(excess.max()), device.copy(), moved, sched)
-        pe = int(np.argmax(excess))
-        curve = None if sched.memory is None else sched.memory[pe]
-        found = first_overflow(curve, float(caps[pe])) if curve is not None else None
         out_of_time = time_limit is not None and time.perf_counter() - began > time_limit
-        if rounds >= limit or found is None or out_of_time:
+        if rounds >= limit or sched.memory is None or out_of_time:
             return _failure(best, rounds, caps)
-        t, overflow = found
         rounds += 1
         start, finish = np.asarray(sched.start), np.asarray(sched.finish)
-        pot = memory_potentials(costs, device, mem, residual, start, finish, pe, t)
         cost = move_costs(costs, device)
-        cand = np.flatnonzero((pot > 0) & ~locked & (device == pe))
-        heap_a = [(float(cost[v] / pot[v]), int(v)) for v in cand]
-        heap_b = [(float(cost[v]), int(v)) for v in cand if pot[v] > overflow]
-        heapq.heapify(heap_a)
-        heapq.heapify(heap_b)
-        curves = sched.memory
         window_lo, window_hi = lifetimes(costs, start, finish, residual)
         added: list[list[tuple[float, float, float]]] = [[] for _ in range(k)]
-        taken: set[int] = set()
-        freed = 0.0
         moved_now = 0
-        while freed < overflow and (heap_a or heap_b):
-            while heap_a and heap_a[0][1] in taken:
-                heapq.heappop(heap_a)
-            while heap_b and heap_b[0][1] in taken:
-                heapq.heappop(heap_b)
-            if not heap_a and not heap_b:
-                break
-            a = heap_a[0][1] if heap_a else -1
-            b = heap_b[0][1] if heap_b else -1
-            v = a if b < 0 or (a >= 0 and cost[a] <= cost[b]) else b
-            heapq.heappop(heap_a if v == a else heap_b)
-            taken.add(v)
-            comm = _comm_with(costs, device, v, max(k, int(device.max()) + 1))[:k]
-            foot = footprints(costs, device, mem, residual, v, k)
-            lo, hi = float(window_lo[v]), float(window_hi[v])
-            level = [
-                (window_max(curves[q], lo, hi) if curves is not None else float(peaks[q]))
-                + sum(b for a0, a1, b in added[q] if a0 <= hi and lo <= a1)
-                for q in range(k)
-            ]
-            ok = [q for q in range(k) if q != pe and level[q] + foot[q] <= caps[q]]
-            if not ok:
+        for pe in np.argsort(-excess, kind="stable").tolist():  # every overflowing device, worst first
+            found = first_overflow(sched.memory[pe], float(caps[pe])) if excess[pe] > 0 else None
+            if found is None:
                 continue
-            q = min(ok, key=lambda d: (level[d], -comm[d], d))
-            device[v] = q
-            for r in followers.get(v, []):
-                device[r] = q
-            locked[v] = True
-            added[q].append((lo, hi, float(foot[q])))
-            freed += float(pot[v])
-            moved += 1
-            moved_now += 1
+            count = _relieve(costs, device, pe, found, caps, sched, mem, residual, locked, cost,
+                             window_lo, window_hi, added, followers)
+            moved += count
+            moved_now += count
         if moved_now == 0:
             return _failure(best, rounds, caps)
+
+
+def _relieve(
+    costs: Costs, device: IntArray, pe: int, found: tuple[float, float], caps: FloatArray,
+    sched: Schedule, mem: FloatArray, residual: np.ndarray, locked: np.ndarray, cost: FloatArray,
+    window_lo: FloatArray, window_hi: FloatArray, added: list[list[tuple[float, float, float]]],
+    followers: dict[int, list[int]],
+) -> int:
+    """Greedy min-knapsack for the first overflow of ``pe``; moves nodes in place, returns how many."""
+    k = len(caps)
+    t, overflow = found
+    curves = sched.memory
+    assert curves is not None
+    start, finish = np.asarray(sched.start), np.asarray(sched.finish)
+    pot = memory_potentials(costs, device, mem, residual, start, finish, pe, t)
+    cand = np.flatnonzero((pot > 0) & ~locked & (device == pe))
+    heap_a = [(float(cost[v] / pot[v]), int(v)) for v in cand]
+    heap_b = [(float(cost[v]), int(v)) for v in cand if pot[v] > overflow]
+    heapq.heapify(heap_a)
+    heapq.heapify(heap_b)
+    taken: set[int] = set()
+    freed = 0.0
+    moved = 0
+    while freed < overflow and (heap_a or heap_b):
+        while heap_a and heap_a[0][1] in taken:
+            heapq.heappop(heap_a)
+        while heap_b and heap_b[0][1] in taken:
+            heapq.heappop(heap_b)
+        if not heap_a and not heap_b:
+            break
+        a = heap_a[0][1] if heap_a else -1
+        b = heap_b[0][1] if heap_b else -1
+        v = a if b < 0 or (a >= 0 and cost[a] <= cost[b]) else b
+        heapq.heappop(heap_a if v == a else heap_b)
+        taken.add(v)
+        comm = _comm_with(costs, device, v, max(k, int(device.max()) + 1))[:k]
+        foot = footprints(costs, device, mem, residual, v, k)
+        lo, hi = float(window_lo[v]), float(window_hi[v])
+        level = [
+            window_max(curves[q], lo, hi) + sum(x for x0, x1, x in added[q] if x0 <= hi and lo <= x1)
+            for q in range(k)
+        ]
+        ok = [q for q in range(k) if q != pe and level[q] + foot[q] <= caps[q]]
+        if not ok:
+            continue
+        q = min(ok, key=lambda d: (level[d], -comm[d], d))
+        device[v] = q
+        for r in followers.get(v, []):
+            device[r] = q
+        locked[v] = True
+        added[q].append((lo, hi, float(foot[q])))
+        freed += float(pot[v])
+        moved += 1
+    return moved
 
 
 def lifetimes(
