@@ -50,7 +50,8 @@ def test_hand_derived_clusters_and_devices() -> None:
     tl_cl A0 B1 E2 I3 C2 G3 H4 J5 K6 D3 L4 F4 M6 N5 O7 P8 Q9; bl_cl F 1+1+4=6, L 1+1+3=5,
     N 1+1+1=3, D 1+5=6. Criticality tl(first)+Σcomp+bl(last)−comp(last): {F} 4+1+5=10,
     {DL} 3+2+4=9, {N} 5+1+2=8, so the order is F, DL, N. CCR = 30/17 < 10: only totally
-    communicating clusters are eligible (all three are, with device 0).
+    communicating clusters are eligible (all three are, with device 0). Every run lasts 1 and
+    every level is an integer, so "the run [tl, tl + 1) meets the span [a, b)" is "a <= tl < b".
 
     **Lookahead pass 1.** {F}: span [fin E = 3, tl M = 6): loads dev0 I = 1, dev1 G H J = 3;
     unmapped in span D L N F minus F itself = 3; after = 1 + 1 = 2, needs max(0, 2 − 3) = 0

@@ -46,13 +46,21 @@ def naive_span(state: MappingState, cl: int) -> tuple[float, float]:
     return lo, hi
 
 
+def meets_span(state: MappingState, lo: float, hi: float) -> list[int]:
+    """Nodes whose expected run [tl_cl, tl_cl + comp) meets the span [lo, hi) (none if empty)."""
+    if not lo < hi:
+        return []
+    tl, comp = state.tl_cl, state.costs.comp
+    return [v for v in range(state.costs.n) if tl[v] < hi and tl[v] + comp[v] > lo]
+
+
 def naive_eq1(state: MappingState, cl: int) -> int:
     """Eq. 1 from its definition, node by node and edge by edge."""
     c, kk = state.costs, state.slicing.k
     lo, hi = naive_span(state, cl)
     inside = set(state.slicing.members(cl).tolist())
-    loads = [sum(c.comp[v] for v in range(c.n) if state.device[v] == q and lo <= state.tl_cl[v] < hi)
-             for q in range(kk)]
+    inside_span = meets_span(state, lo, hi)
+    loads = [sum(c.comp[v] for v in inside_span if state.device[v] == q) for q in range(kk)]
     comm_with = [0.0] * kk
     src = c.edge_sources()
     for u, v, w in zip(src, c.succ_idx, c.comm, strict=True):
@@ -109,7 +117,7 @@ def test_lookahead_maps_exactly_the_clusters_meeting_a_condition() -> None:
             if cp <= 0 or (not (unm == 0 and cp == total) and not (state.ccr >= 10 and cp > total / kk)):
                 continue
             lo, hi = naive_span(state, int(cl))
-            in_span = [v for v in range(c.n) if lo <= state.tl_cl[v] < hi]
+            in_span = meets_span(state, lo, hi)
             loads = [sum(c.comp[v] for v in in_span if expected[v] == q) for q in range(kk)]
             free = max(0.0, sum(c.comp[v] for v in in_span if expected[v] < 0 and v not in inside))
             w = float(c.comp[members].sum())

@@ -216,10 +216,22 @@ def cluster_comm(c, cl_ptr, cl_nodes, cluster, device, succ_ptr, succ_idx, pred_
 
 
 @kernel
+def overlap_work(trees, lo, hi):
+    """Work of the nodes whose run ``[tl, tl + comp)`` meets a span, from a pair of trees.
+
+    ``trees[0]`` holds the work by start rank, ``trees[1]`` by finish rank; ``hi`` counts the
+    levels below the span's end and ``lo`` those at or below its start, so the nodes that
+    start before the end minus those that finish by the start are exactly the overlapping
+    ones (an empty span has ``lo = hi = 0``).
+    """
+    return fw_prefix(trees[0], hi) - fw_prefix(trees[1], lo)
+
+
+@kernel
 def span_loads(dev_tree, lo, hi, loads):
-    """Work of every device whose nodes' levels fall in ``[lo, hi)`` (rank indices)."""
+    """Work in span of every device (see :func:`overlap_work`)."""
     for q in range(dev_tree.shape[0]):
-        loads[q] = fw_range(dev_tree[q], lo, hi)
+        loads[q] = overlap_work(dev_tree[q], lo, hi)
 
 
 @kernel
@@ -243,12 +255,17 @@ def eq1_choice(loads, comm_with):
 
 @kernel
 def map_cluster(c, p, cl_ptr, cl_nodes, device, cl_device, rank, comp, dev_tree, unm_tree):
-    """Assign cluster ``c`` to device ``p`` and move its work between the Fenwick trees."""
+    """Assign cluster ``c`` to device ``p`` and move its work between the Fenwick trees.
+
+    ``rank[u]`` is (start rank, finish rank); every tree set is indexed ``[0]`` by start and
+    ``[1]`` by finish.
+    """
     for i in range(cl_ptr[c], cl_ptr[c + 1]):
         u = cl_nodes[i]
         device[u] = p
-        fw_add(dev_tree[p], rank[u], comp[u])
-        fw_add(unm_tree, rank[u], -comp[u])
+        for side in range(2):
+            fw_add(dev_tree[p, side], rank[u, side], comp[u])
+            fw_add(unm_tree[side], rank[u, side], -comp[u])
     cl_device[c] = p
 
 
@@ -293,9 +310,9 @@ def lookahead_pass(order, cl_ptr, cl_nodes, cluster, device, cl_device, cl_weigh
         own = 0.0
         for j in range(cl_ptr[c], cl_ptr[c + 1]):
             u = cl_nodes[j]
-            if lo <= rank[u] < hi:
+            if rank[u, 0] < hi and rank[u, 1] >= lo:
                 own += comp[u]
-        free_work = fw_range(unm_tree, lo, hi) - own
+        free_work = overlap_work(unm_tree, lo, hi) - own
         if free_work < 0.0:
             free_work = 0.0
         w = cl_weight[c]

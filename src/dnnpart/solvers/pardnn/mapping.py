@@ -3,12 +3,14 @@
 Choices where the paper is silent or ambiguous (also in ``docs/pardnn.md``):
 
 * **Levels and spans.** After slicing, the levels are recomputed with the communication
-  inside every cluster set to zero (``tl_cl``, ``bl_cl``); ``tl_cl`` is the proxy for an
-  expected start time. ``span(sc) = [max over parents p of the first node of tl_cl(p) +
-  comp(p), min over children c of the last node of tl_cl(c))`` (0 without parents, +inf
-  without children), and "work in span" is the computation of the nodes whose ``tl_cl``
-  falls in that half-open interval. The Fenwick trees are indexed by the rank of the
-  distinct ``tl_cl`` values: one per device and one for the unmapped work.
+  inside every cluster set to zero (``tl_cl``, ``bl_cl``); a node is expected to run over
+  ``[tl_cl, tl_cl + comp)``. ``span(sc) = [max over parents p of the first node of tl_cl(p)
+  + comp(p), min over children c of the last node of tl_cl(c))`` (0 without parents, +inf
+  without children), and "work in span" is the computation of the nodes whose expected run
+  *meets* the span (not only those starting in it: a long node running across a narrow span
+  occupies its device there). Two Fenwick trees per device and two for the unmapped work,
+  indexed by the rank of the distinct start and finish levels, give it as "work starting
+  before the span's end minus work finished by its start".
 * **Criticality** of a linear cluster ``v1..vm``: ``tl_cl(v1) + Σ comp + bl_cl(vm) -
   comp(vm)``, the longest source-sink path through all of it. Sorted non-increasing, ties
   to the lower first node.
@@ -88,11 +90,14 @@ def prepare(costs: Costs, slicing: Slicing, fixed: IntArray | None = None) -> Ma
     crit = tl_cl[first] + cl_weight + bl_cl[last] - costs.comp[last]
     sec = np.arange(kk, n_cl, dtype=np.int64)
     order = sec[np.lexsort((first[sec], -crit[sec]))]
-    lv = np.unique(tl_cl)
-    rank = np.searchsorted(lv, tl_cl).astype(np.int64)
+    fin_cl = tl_cl + costs.comp
+    lv = np.unique(np.concatenate((tl_cl, fin_cl)))
+    rank = np.stack((np.searchsorted(lv, tl_cl), np.searchsorted(lv, fin_cl)), axis=1).astype(np.int64)
     pred_fin, succ_start = k.span_bounds(costs.succ_ptr, costs.succ_idx, costs.comp, tl_cl)
-    lo_rank = np.searchsorted(lv, pred_fin[first]).astype(np.int64)
-    hi_rank = np.searchsorted(lv, succ_start[last]).astype(np.int64)
+    lo, hi = pred_fin[first], succ_start[last]
+    # ranks for overlap_work: levels at or below the span's start, levels below its end
+    lo_rank = np.where(lo < hi, np.searchsorted(lv, lo, side="right"), 0).astype(np.int64)
+    hi_rank = np.where(lo < hi, np.searchsorted(lv, hi, side="left"), 0).astype(np.int64)
     device = np.full(n, -1, np.int64)
     in_primary = (slicing.cluster >= 0) & (slicing.cluster < kk)
     device[in_primary] = slicing.cluster[in_primary]
@@ -104,12 +109,14 @@ def prepare(costs: Costs, slicing: Slicing, fixed: IntArray | None = None) -> Ma
     cl_device = np.full(n_cl, -1, np.int64)
     cl_device[:kk] = np.arange(kk)
     n_levels = int(lv.shape[0])
-    dev_tree = np.zeros((kk, n_levels + 1))
-    for d in range(kk):
-        on = device == d
-        dev_tree[d] = k.fw_build(np.bincount(rank[on], weights=costs.comp[on], minlength=n_levels))
-    un = device < 0
-    unm_tree = k.fw_build(np.bincount(rank[un], weights=costs.comp[un], minlength=n_levels))
+    def trees(mask: np.ndarray) -> FloatArray:
+        return np.stack([
+            k.fw_build(np.bincount(rank[mask, side], weights=costs.comp[mask], minlength=n_levels))
+            for side in range(2)
+        ])
+
+    dev_tree = np.stack([trees(device == d) for d in range(kk)]) if kk else np.zeros((0, 2, n_levels + 1))
+    unm_tree = trees(device < 0)
     total_comp = float(costs.comp.sum())
     ccr = float(costs.comm.sum()) / total_comp if total_comp > 0 else math.inf
     return MappingState(
