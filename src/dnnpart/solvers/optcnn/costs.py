@@ -12,7 +12,9 @@ Choices where the paper is silent (also in ``docs/optcnn.md``, each tested):
   connected layer reads all of ``(C, H, W)`` for its samples; ``add`` and ``softmax`` read
   their own box (softmax's per-sample normaliser is a negligible reduction); ``concat`` reads
   the part of its channel range that falls in input ``k``'s channel block. Samples always
-  match. Volumes are products of 1-D interval intersections.
+  match. Volumes are products of per-dimension counts, each an interval intersection; a
+  window smaller than its stride reads a strided set, counted exactly as a sum of interval
+  intersections over the window offsets.
 * **t_X** counts forward and backward: forward, every consumer tile receives from each
   producer tile on another device the intersection of that tile with its input region;
   backward, the gradient of the same region travels back. Transfers into one device are
@@ -39,7 +41,7 @@ from dnnpart.solvers.optcnn.layers import LayerSpec
 
 __all__ = [
     "BYTES_PER_ELEMENT", "compute_time", "input_region", "intersection_volume", "inverse_bandwidth",
-    "sync_time", "transfer_time",
+    "read_volume", "sync_time", "transfer_time",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -101,6 +103,46 @@ def intersection_volume(alo: IntArray, ahi: IntArray, blo: IntArray, bhi: IntArr
     return np.prod(np.maximum(side, 0), axis=-1)
 
 
+def _ceil_div(a: IntArray, b: int) -> IntArray:
+    out: IntArray = -((-a) // b)
+    return out
+
+
+def read_volume(consumer: LayerSpec, k: int, alo: IntArray, ahi: IntArray,
+                lo: IntArray, hi: IntArray) -> IntArray:
+    """Elements of box ``[alo, ahi)`` of input ``k`` that consumer tiles ``[lo, hi)`` read (broadcast).
+
+    The hull of the read set is :func:`input_region`; along a windowed axis whose kernel is
+    smaller than its stride only rows ``o*s - p + i`` (``i < kernel``) are read, counted per
+    offset ``i``.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.layers import NetBuilder
+    >>> b = NetBuilder("t", 1); x = b.input(1, 1, 7); y = b.conv("c", x, 1, 1, 3)   # 1x1, stride 3
+    >>> conv = b.build().layers[y]
+    >>> whole = (np.zeros(4, dtype=np.int64), np.array([1, 1, 1, 7]))
+    >>> int(read_volume(conv, 0, *whole, np.zeros(4, dtype=np.int64), np.array([1, 1, 1, 3])))
+    3
+    """
+    nlo, nhi = input_region(consumer, k, lo, hi)
+    side = np.maximum(np.minimum(ahi, nhi) - np.maximum(alo, nlo), 0)
+    if consumer.has_window:
+        for d, axis in ((0, 2), (1, 3)):
+            kk, s, p = consumer.kernel[d], consumer.stride[d], consumer.padding[d]
+            if kk >= s:
+                continue  # windows overlap or touch: the hull is read entirely
+            olo, ohi = lo[..., axis], hi[..., axis]
+            count = np.zeros(np.broadcast_shapes(alo[..., axis].shape, olo.shape), dtype=np.int64)
+            for i in range(kk):
+                first = np.maximum(olo, _ceil_div(alo[..., axis] + p - i, s))
+                last = np.minimum(ohi, _ceil_div(ahi[..., axis] + p - i, s))
+                count += np.maximum(last - first, 0)
+            side[..., axis] = count
+    out: IntArray = np.prod(side, axis=-1)
+    return out
+
+
 def inverse_bandwidth(bandwidth: FloatArray) -> FloatArray:
     """Seconds per byte between device pairs, 0 on the diagonal (no transfer to oneself)."""
     with np.errstate(divide="ignore"):
@@ -131,9 +173,8 @@ def transfer_time(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Conf
     ((4, 5), 0.0, 0.0)
     """
     inv = inverse_bandwidth(bandwidth)
-    nlo, nhi = input_region(consumer, k, cons.lo, cons.hi)                # (Cj, T, 4)
-    vol = intersection_volume(producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
-                              nlo[None, :, None, :, :], nhi[None, :, None, :, :])  # (Ci, Cj, Ts, Tt)
+    vol = read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
+                      cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :])  # (Ci, Cj, Ts, Tt)
     bytes_ = vol.astype(np.float64) * BYTES_PER_ELEMENT
     src = producer.device[:, None, :, None]
     dst = cons.device[None, :, None, :]
@@ -164,9 +205,8 @@ def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> Fl
     out_elems = _tile_elements(space).astype(np.float64)                 # (C, T)
     in_elems = np.zeros_like(out_elems)
     for k, shape in enumerate(layer.in_shapes):
-        nlo, nhi = input_region(layer, k, space.lo, space.hi)
-        in_elems += np.prod(np.maximum(nhi - nlo, 0), axis=-1)
-        del shape
+        whole = np.zeros(4, dtype=np.int64), np.asarray(shape, dtype=np.int64)
+        in_elems += read_volume(layer, k, *whole, space.lo, space.hi)
     op = layer.op
     channels = (space.hi[..., 1] - space.lo[..., 1]).astype(np.float64)   # output channels per tile
     if op == "conv":
