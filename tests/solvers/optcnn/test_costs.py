@@ -59,8 +59,9 @@ def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray,
         if sel is not None:
             needed[own_c[voxel]][sel] = True
     vol = np.array([[np.count_nonzero(needed[dv] & (own_p == du)) for dv in range(d)] for du in range(d)])
-    fwd = max(sum(vol[du, dv] * BYTES_PER_ELEMENT / bw[du, dv] for du in range(d) if du != dv) for dv in range(d))
-    bwd = max(sum(vol[du, dv] * BYTES_PER_ELEMENT / bw[dv, du] for dv in range(d) if du != dv) for du in range(d))
+    b = BYTES_PER_ELEMENT
+    fwd = max(sum(vol[du, dv] * b / bw[du, dv] for du in range(d) if du != dv) for dv in range(d))
+    bwd = max(sum(vol[du, dv] * b / bw[dv, du] for dv in range(d) if du != dv) for du in range(d))
     return float(fwd + bwd)
 
 
@@ -99,7 +100,8 @@ def random_case(rng: np.random.Generator) -> tuple[LayerSpec, int, list[LayerSpe
 
 def random_bandwidth(rng: np.random.Generator, d: int) -> np.ndarray:
     if d >= 4 and rng.random() < 0.5:
-        return two_level_bandwidth(d // 4, 4, intra=float(rng.uniform(1, 4)), inter=float(rng.uniform(0.1, 1)))
+        intra, inter = float(rng.uniform(1, 4)), float(rng.uniform(0.1, 1))
+        return two_level_bandwidth(d // 4, 4, intra=intra, inter=inter)
     bw = rng.uniform(0.5, 3.0, size=(d, d))  # asymmetric on purpose
     np.fill_diagonal(bw, np.inf)
     return bw

@@ -14,7 +14,8 @@ from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
 Edge = tuple[int, int]
 
 
-def eq1(node_cost: list[np.ndarray], edges: list[Edge], t_x: list[np.ndarray], strategy: tuple[int, ...]) -> float:
+def eq1(node_cost: list[np.ndarray], edges: list[Edge], t_x: list[np.ndarray],
+        strategy: tuple[int, ...]) -> float:
     """Eq. 1 written out plainly."""
     total = sum(float(c[s]) for c, s in zip(node_cost, strategy, strict=True))
     for (u, v), x in zip(edges, t_x, strict=True):
@@ -72,7 +73,8 @@ def random_dag(rng: np.random.Generator, n: int) -> list[Edge]:
     return edges or [(0, n - 1)]
 
 
-def random_tables(rng: np.random.Generator, n: int, edges: list[Edge]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def random_tables(rng: np.random.Generator, n: int,
+                  edges: list[Edge]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     sizes = rng.integers(1, 6, size=n)
     node_cost = [rng.random(int(s)) * 5 for s in sizes]
     t_x = [rng.random((int(sizes[u]), int(sizes[v]))) * 5 for u, v in edges]
@@ -179,3 +181,27 @@ def test_second_source_stays_above_two_and_is_exact() -> None:
 def test_sp_generator_covers_sizes() -> None:
     sizes = {1 + max(max(e) for e in c[1]) for c in CASES if c[3]}
     assert {2, 5, 7} <= sizes
+
+
+def test_fixed_layers_are_respected_and_optimal_around() -> None:
+    tables = build_tables(two_source_net().build(), 2, P100, paper_bandwidth(2))
+    pins = {2: len(tables.spaces[2]) - 1, 6: 1}
+    r = optimize_tables(tables, fixed=pins)
+    assert all(r.strategy[i] == c for i, c in pins.items())
+    node_cost = tables.node_cost
+    for i, c in pins.items():  # brute force over strategies that keep the pins
+        keep = np.full(len(node_cost[i]), np.inf)
+        keep[c] = node_cost[i][c]
+        node_cost[i] = keep
+    assert r.value == pytest.approx(brute_force(node_cost, list(tables.edges), list(tables.t_x)), rel=1e-12)
+    assert r.value == pytest.approx(iteration_time(tables, r.strategy), rel=1e-12)
+    with pytest.raises(ValueError, match="out of range"):
+        optimize_tables(tables, fixed={0: 99})
+
+
+def test_tables_reject_bad_input() -> None:
+    g = two_source_net().build()
+    with pytest.raises(ValueError, match="bandwidth"):
+        build_tables(g, 2, P100, paper_bandwidth(4))
+    with pytest.raises(ValueError, match="entries"):
+        iteration_time(build_tables(g, 2, P100, paper_bandwidth(2)), [0])

@@ -110,7 +110,7 @@ def dfs(tables: CostTables, time_budget: float = 60.0, *, prune: bool = False,
     in_ptr = np.concatenate([[0], np.cumsum([len(x) for x in into])]).astype(np.int64)
     in_src = np.asarray([tables.edges[e][0] for e in order], dtype=np.int64)
     lengths = [tables.t_x[e].size for e in order]
-    in_off = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if order else np.zeros(0, np.int64)
+    in_off = (np.concatenate([[0], np.cumsum(lengths)[:-1]]) if order else np.zeros(0)).astype(np.int64)
     tab_flat = (np.concatenate([tables.t_x[e].ravel() for e in order]) if order
                 else np.zeros(0)).astype(np.float64)
     start = min((data_parallel(tables), model_parallel(tables), owt(tables)),

@@ -40,7 +40,7 @@ from dnnpart.solvers.optcnn.hardware import DeviceSpec
 from dnnpart.solvers.optcnn.layers import LayerSpec
 
 __all__ = [
-    "BYTES_PER_ELEMENT", "compute_time", "input_region", "intersection_volume", "inverse_bandwidth",
+    "BYTES_PER_ELEMENT", "compute_time", "input_region", "inverse_bandwidth",
     "read_volume", "sync_time", "transfer_time",
 ]
 
@@ -91,20 +91,8 @@ def input_region(consumer: LayerSpec, k: int, lo: IntArray, hi: IntArray) -> tup
     return np.where(empty, 0, nlo), np.where(empty, 0, np.maximum(nhi, nlo))
 
 
-def intersection_volume(alo: IntArray, ahi: IntArray, blo: IntArray, bhi: IntArray) -> IntArray:
-    """Elements in the intersection of boxes ``[alo, ahi)`` and ``[blo, bhi)`` (broadcast).
-
-    Examples
-    --------
-    >>> int(intersection_volume(np.array([0, 0]), np.array([4, 4]), np.array([2, 3]), np.array([9, 9])))
-    2
-    """
-    side = np.minimum(ahi, bhi) - np.maximum(alo, blo)
-    return np.prod(np.maximum(side, 0), axis=-1)
-
-
 def _ceil_div(a: IntArray, b: int) -> IntArray:
-    out: IntArray = -((-a) // b)
+    out: IntArray = np.negative(np.floor_divide(np.negative(a), b))
     return out
 
 

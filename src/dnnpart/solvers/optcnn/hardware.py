@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "EDR_BPS", "NVLINK_BPS", "P100", "DeviceSpec", "paper_bandwidth", "two_level_bandwidth", "uniform_bandwidth",
+    "EDR_BPS", "NVLINK_BPS", "P100", "DeviceSpec", "paper_bandwidth", "two_level_bandwidth",
+    "uniform_bandwidth",
 ]
 
 FloatArray = npt.NDArray[np.float64]

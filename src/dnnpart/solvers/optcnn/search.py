@@ -23,7 +23,7 @@ The kernels are in :mod:`.kernels`; this module only keeps the graph's books.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,9 +168,9 @@ class _Work:
             if j not in self.unary:
                 continue
             if self.degree(j) == 0:
-                arg = int(np.argmin(self.unary[j]))
-                self.const += float(self.unary[j][arg])
-                self.log.append(("fixed", j, -1, -1, np.asarray([arg], dtype=np.int64)))
+                pick = int(np.argmin(self.unary[j]))
+                self.const += float(self.unary[j][pick])
+                self.log.append(("fixed", j, -1, -1, np.asarray([pick], dtype=np.int64)))
                 self.drop_node(j)
                 count += 1
             elif self.degree(j) == 1:
@@ -297,6 +297,32 @@ def optimize(node_cost: Sequence[FloatArray], edges: Sequence[tuple[int, int]], 
     return SearchResult(strategy, float(value), k, n_nodes, n_edges, completion, counter[0])
 
 
-def optimize_tables(tables: CostTables, *, enum_limit: int = DEFAULT_ENUM_LIMIT) -> SearchResult:
-    """:func:`optimize` over the tables of a layer graph (:func:`.tables.build_tables`)."""
-    return optimize(tables.node_cost, tables.edges, tables.t_x, enum_limit=enum_limit)
+def optimize_tables(tables: CostTables, *, fixed: Mapping[int, int] | None = None,
+                    enum_limit: int = DEFAULT_ENUM_LIMIT) -> SearchResult:
+    """:func:`optimize` over the tables of a layer graph (:func:`.tables.build_tables`).
+
+    ``fixed`` pins layers to configuration indices; the others are optimised around them (used
+    to complete a published strategy, e.g. Table 5, where it leaves layers open).
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
+    >>> free, pinned = optimize_tables(t), optimize_tables(t, fixed={1: 0})
+    >>> pinned.strategy[1], pinned.value >= free.value
+    (0, True)
+    """
+    node_cost = tables.node_cost
+    for i, c in (fixed or {}).items():
+        if not 0 <= c < len(node_cost[i]):
+            raise ValueError(f"layer {i}: configuration {c} out of range")
+        pinned = np.full_like(node_cost[i], _FORBIDDEN)
+        pinned[c] = node_cost[i][c]
+        node_cost[i] = pinned
+    return optimize(node_cost, tables.edges, tables.t_x, enum_limit=enum_limit)
+
+
+#: Node cost of a configuration excluded by ``fixed`` (finite, so sums stay comparable).
+_FORBIDDEN = 1e30

@@ -95,5 +95,6 @@ def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
     if len(strategy) != len(tables.spaces):
         raise ValueError(f"strategy has {len(strategy)} entries for {len(tables.spaces)} layers")
     total = sum(float(c[s]) for c, s in zip(tables.node_cost, strategy, strict=True))
-    total += sum(float(x[strategy[u], strategy[v]]) for (u, v), x in zip(tables.edges, tables.t_x, strict=True))
+    for (u, v), x in zip(tables.edges, tables.t_x, strict=True):
+        total += float(x[strategy[u], strategy[v]])
     return total
