@@ -12,7 +12,8 @@ inside a node, 100 Gb/s EDR between nodes of 4 GPUs, per-GPU batch 32):
    with t_O of both strategies under our model (layers the paper's strategy leaves open or
    that our divisibility rule forbids are completed optimally and marked).
 3. **Figs. 7-8 in numbers**: t_O of layer-wise, data, model and OWT parallelism for AlexNet,
-   VGG-16 and Inception-v3 on 1, 2, 4, 8, 16 GPUs, and layer-wise speedup over one GPU.
+   VGG-16 and Inception-v3 on 1, 2, 4, 8, 16 GPUs, layer-wise speedup over one GPU, and the
+   bytes each strategy moves per step (transfers both ways plus parameter sync).
 
 Usage::
 
@@ -37,7 +38,7 @@ from dnnpart.solvers.optcnn.configs import format_config
 from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
 from dnnpart.solvers.optcnn.models import build_model
 from dnnpart.solvers.optcnn.search import optimize_tables
-from dnnpart.solvers.optcnn.tables import CostTables, build_tables, iteration_time
+from dnnpart.solvers.optcnn.tables import CostTables, build_tables, communication_bytes, iteration_time
 
 REPO = Path(__file__).resolve().parent.parent
 PER_GPU_BATCH = 32
@@ -160,16 +161,21 @@ def table5() -> tuple[list[str], list[str]]:
 
 def grid() -> tuple[list[str], list[str]]:
     lines = ["| network | GPUs | layer-wise t_O (ms) | data | model | OWT | best other / layer-wise | "
-             "layer-wise speedup vs 1 GPU | best other speedup |", "|---|---|---|---|---|---|---|---|---|"]
+             "layer-wise speedup vs 1 GPU | best other speedup | MB/step layer-wise | data | model | OWT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ok = True
     speed = []
     for model in ("alexnet", "vgg16", "inception_v3"):
         base = None
         for devices in (1, 2, 4, 8, 16):
             tables, _ = tables_for(model, devices)
-            lw = optimize_tables(tables).value
-            others = {name: iteration_time(tables, f(tables))
-                      for name, f in (("data", data_parallel), ("model", model_parallel), ("owt", owt))}
+            lw_result = optimize_tables(tables)
+            lw = lw_result.value
+            strategies = {name: f(tables) for name, f in (("data", data_parallel), ("model", model_parallel),
+                                                          ("owt", owt))}
+            others = {name: iteration_time(tables, s) for name, s in strategies.items()}
+            mb = {name: communication_bytes(tables, s) / 1e6 for name, s in strategies.items()}
+            mb["layer-wise"] = communication_bytes(tables, lw_result.strategy) / 1e6
             best_other = min(others.values())
             ok &= lw <= best_other * (1 + 1e-12)
             if base is None:
@@ -182,7 +188,8 @@ def grid() -> tuple[list[str], list[str]]:
                              f"(paper {PAPER_SPEEDUP[model][0]}x, {PAPER_SPEEDUP[model][1]}x)")
             lines.append(f"| {model} | {devices} | {1e3 * lw:.3f} | {1e3 * others['data']:.3f} | "
                          f"{1e3 * others['model']:.3f} | {1e3 * others['owt']:.3f} | {best_other / lw:.2f} | "
-                         f"{sp_lw:.1f} | {sp_other:.1f} |")
+                         f"{sp_lw:.1f} | {sp_other:.1f} | {mb['layer-wise']:.1f} | {mb['data']:.1f} | "
+                         f"{mb['model']:.1f} | {mb['owt']:.1f} |")
     checks = [f"layer-wise t_O <= min(data, model, OWT) in all 15 cells: {'holds' if ok else 'FAILS'}",
               *speed]
     return lines, checks

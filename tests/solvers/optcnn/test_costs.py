@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from dnnpart.solvers.optcnn.configs import config_space
-from dnnpart.solvers.optcnn.costs import BYTES_PER_ELEMENT, compute_time, sync_time, transfer_time
+from dnnpart.solvers.optcnn.costs import (
+    BYTES_PER_ELEMENT,
+    compute_time,
+    sync_bytes,
+    sync_time,
+    transfer_costs,
+    transfer_time,
+)
 from dnnpart.solvers.optcnn.hardware import DeviceSpec, two_level_bandwidth, uniform_bandwidth
 from dnnpart.solvers.optcnn.layers import LayerSpec, NetBuilder
 
@@ -48,7 +55,9 @@ def reads(layer: LayerSpec, k: int, voxel: tuple[int, int, int, int], in_shape: 
     return np.ix_([n], [c], [h], [w])  # add, softmax
 
 
-def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray, bw: np.ndarray) -> float:
+def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray,
+                   bw: np.ndarray) -> tuple[float, float]:
+    """(t_X, bytes moved both ways) by voxel counting."""
     in_shape = layer.in_shapes[k]
     own_p = owner(in_shape, pdeg)
     own_c = owner(layer.out_shape, cdeg)
@@ -62,7 +71,8 @@ def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray,
     b = BYTES_PER_ELEMENT
     fwd = max(sum(vol[du, dv] * b / bw[du, dv] for du in range(d) if du != dv) for dv in range(d))
     bwd = max(sum(vol[du, dv] * b / bw[dv, du] for dv in range(d) if du != dv) for du in range(d))
-    return float(fwd + bwd)
+    moved = 2 * b * sum(int(vol[du, dv]) for du in range(d) for dv in range(d) if du != dv)
+    return float(fwd + bwd), float(moved)
 
 
 def random_case(rng: np.random.Generator) -> tuple[LayerSpec, int, list[LayerSpec]]:
@@ -118,11 +128,13 @@ def test_transfer_equals_voxel_counting() -> None:
         bw = random_bandwidth(rng, d)
         producer = producers[layer.inputs[k]]
         pspace, cspace = config_space(producer, d), config_space(layer, d)
-        table = transfer_time(pspace, layer, k, cspace, bw)
+        table, moved = transfer_costs(pspace, layer, k, cspace, bw)
+        assert np.array_equal(table, transfer_time(pspace, layer, k, cspace, bw))
         for _ in range(2):
             i, j = int(rng.integers(len(pspace))), int(rng.integers(len(cspace)))
-            expected = brute_transfer(layer, k, pspace.degrees[i], cspace.degrees[j], bw)
+            expected, expected_bytes = brute_transfer(layer, k, pspace.degrees[i], cspace.degrees[j], bw)
             assert table[i, j] == pytest.approx(expected, rel=1e-12, abs=1e-15), (layer, k, i, j)
+            assert moved[i, j] == expected_bytes
             cases += 1
         seen.add(layer.op)
     kinds_seen = len(seen)
@@ -206,6 +218,10 @@ def test_sync_time_parameter_server_on_first_replica() -> None:
     half = full / 2
     expected = max(2 * half / 1.0, 2 * half / 1e-3)
     assert t[space.index((2, 2, 1, 1))] == pytest.approx(expected)
+    moved = sync_bytes(fc, space)
+    assert moved[space.index((1, 4, 1, 1))] == 0.0
+    assert moved[space.index((4, 1, 1, 1))] == 3 * 2 * full
+    assert moved[space.index((2, 2, 1, 1))] == 2 * (2 * half)  # one replica per slice, two slices
 
 
 def test_compute_time_roofline() -> None:

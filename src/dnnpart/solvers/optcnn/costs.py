@@ -41,7 +41,7 @@ from dnnpart.solvers.optcnn.layers import LayerSpec
 
 __all__ = [
     "BYTES_PER_ELEMENT", "compute_time", "input_region", "inverse_bandwidth",
-    "read_volume", "sync_time", "transfer_time",
+    "read_volume", "sync_bytes", "sync_time", "transfer_costs", "transfer_time",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -145,6 +145,36 @@ def _gather_inv(inv_bw: FloatArray, src: IntArray, dst: IntArray) -> FloatArray:
     return out
 
 
+def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace,
+                   bandwidth: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """t_X and bytes moved (forward plus backward) of the edge into input ``k`` of ``consumer``.
+
+    Both are ``(C_producer, C_consumer)`` tables; see :func:`transfer_time`.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.configs import config_space
+    >>> from dnnpart.solvers.optcnn.hardware import uniform_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> g = lenet5(4)
+    >>> a, b = config_space(g.layers[0], 2), config_space(g.layers[1], 2)
+    >>> t, moved = transfer_costs(a, g.layers[1], 0, b, uniform_bandwidth(2, 2.0))
+    >>> i, j = a.index((1, 1, 1, 1)), b.index((2, 1, 1, 1))
+    >>> float(moved[i, j]), float(t[i, j])   # half the 4x28x28 input, there and back
+    (12544.0, 6272.0)
+    """
+    inv = inverse_bandwidth(bandwidth)
+    vol = read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
+                      cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :])  # (Ci, Cj, Ts, Tt)
+    bytes_ = vol.astype(np.float64) * BYTES_PER_ELEMENT
+    src = producer.device[:, None, :, None]
+    dst = cons.device[None, :, None, :]
+    fwd = (bytes_ * _gather_inv(inv, src, dst)).sum(axis=2).max(axis=2)
+    bwd = (bytes_ * _gather_inv(inv, dst, src)).sum(axis=3).max(axis=2)
+    moved = 2.0 * np.where(src != dst, bytes_, 0.0).sum(axis=(2, 3))
+    return fwd + bwd, moved
+
+
 def transfer_time(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace,
                   bandwidth: FloatArray) -> FloatArray:
     """t_X of the edge into input ``k`` of ``consumer``: a ``(C_producer, C_consumer)`` table.
@@ -160,16 +190,7 @@ def transfer_time(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Conf
     >>> t.shape, float(t[0, 0]), float(t[a.index((2, 1, 1, 1)), b.index((2, 1, 1, 1))])
     ((4, 5), 0.0, 0.0)
     """
-    inv = inverse_bandwidth(bandwidth)
-    vol = read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
-                      cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :])  # (Ci, Cj, Ts, Tt)
-    bytes_ = vol.astype(np.float64) * BYTES_PER_ELEMENT
-    src = producer.device[:, None, :, None]
-    dst = cons.device[None, :, None, :]
-    fwd = (bytes_ * _gather_inv(inv, src, dst)).sum(axis=2).max(axis=2)
-    bwd = (bytes_ * _gather_inv(inv, dst, src)).sum(axis=3).max(axis=2)
-    out: FloatArray = fwd + bwd
-    return out
+    return transfer_costs(producer, consumer, k, cons, bandwidth)[0]
 
 
 def _tile_elements(space: ConfigSpace) -> IntArray:
@@ -224,6 +245,26 @@ def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> Fl
     forward = np.maximum(flops / device.flops_per_s, bytes_ / device.mem_bandwidth)
     backward_factor = 2.0 if op in ("conv", "fc") else 1.0
     out: FloatArray = ((1.0 + backward_factor) * forward).max(axis=1)
+    return out
+
+
+def sync_bytes(layer: LayerSpec, space: ConfigSpace) -> FloatArray:
+    """Bytes moved by parameter synchronisation per configuration (gradients in, parameters out).
+
+    Under the parameter-server rule every replica but the first of each channel slice sends
+    and receives the slice: ``2 * 4 * params * (n*h*w - 1)`` bytes in all.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.configs import config_space
+    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> fc = vgg16(8).layers[-2]
+    >>> space = config_space(fc, 2)
+    >>> sync_bytes(fc, space)[space.index((2, 1, 1, 1))] == 2 * 4 * fc.params
+    np.True_
+    """
+    replicas = space.degrees[:, 0] * space.degrees[:, 2] * space.degrees[:, 3]
+    out: FloatArray = 2.0 * BYTES_PER_ELEMENT * layer.params * (replicas - 1).astype(np.float64)
     return out
 
 

@@ -13,11 +13,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.solvers.optcnn.configs import ConfigSpace, config_space
-from dnnpart.solvers.optcnn.costs import compute_time, sync_time, transfer_time
+from dnnpart.solvers.optcnn.costs import compute_time, sync_bytes, sync_time, transfer_costs
 from dnnpart.solvers.optcnn.hardware import DeviceSpec
 from dnnpart.solvers.optcnn.layers import LayerGraph
 
-__all__ = ["CostTables", "build_tables", "iteration_time"]
+__all__ = ["CostTables", "build_tables", "communication_bytes", "iteration_time"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -38,6 +38,9 @@ class CostTables:
         ``(producer, consumer)`` per edge (parallel edges possible).
     t_x
         ``(C_producer, C_consumer)`` per edge.
+    s_bytes, x_bytes
+        Bytes moved per step by parameter synchronisation (per layer) and by transfers (per
+        edge, forward plus backward), for the communication figures (paper's Fig. 8).
     """
 
     graph: LayerGraph
@@ -46,6 +49,8 @@ class CostTables:
     t_s: tuple[FloatArray, ...]
     edges: tuple[tuple[int, int], ...]
     t_x: tuple[FloatArray, ...]
+    s_bytes: tuple[FloatArray, ...]
+    x_bytes: tuple[FloatArray, ...]
 
     @property
     def node_cost(self) -> list[FloatArray]:
@@ -70,13 +75,17 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     spaces = tuple(config_space(layer, devices) for layer in graph.layers)
     t_c = tuple(compute_time(layer, s, device) for layer, s in zip(graph.layers, spaces, strict=True))
     t_s = tuple(sync_time(layer, s, bandwidth) for layer, s in zip(graph.layers, spaces, strict=True))
+    s_bytes = tuple(sync_bytes(layer, s) for layer, s in zip(graph.layers, spaces, strict=True))
     edges: list[tuple[int, int]] = []
     t_x: list[FloatArray] = []
+    x_bytes: list[FloatArray] = []
     for j, layer in enumerate(graph.layers):
         for k, p in enumerate(layer.inputs):
             edges.append((p, j))
-            t_x.append(transfer_time(spaces[p], layer, k, spaces[j], bandwidth))
-    return CostTables(graph, spaces, t_c, t_s, tuple(edges), tuple(t_x))
+            time_table, moved = transfer_costs(spaces[p], layer, k, spaces[j], bandwidth)
+            t_x.append(time_table)
+            x_bytes.append(moved)
+    return CostTables(graph, spaces, t_c, t_s, tuple(edges), tuple(t_x), s_bytes, tuple(x_bytes))
 
 
 def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
@@ -96,5 +105,22 @@ def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
         raise ValueError(f"strategy has {len(strategy)} entries for {len(tables.spaces)} layers")
     total = sum(float(c[s]) for c, s in zip(tables.node_cost, strategy, strict=True))
     for (u, v), x in zip(tables.edges, tables.t_x, strict=True):
+        total += float(x[strategy[u], strategy[v]])
+    return total
+
+
+def communication_bytes(tables: CostTables, strategy: Sequence[int]) -> float:
+    """Bytes moved per step by a strategy: transfers (both directions) plus parameter sync.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
+    >>> communication_bytes(t, [0] * 8)   # one device: nothing moves
+    0.0
+    """
+    total = sum(float(b[s]) for b, s in zip(tables.s_bytes, strategy, strict=True))
+    for (u, v), x in zip(tables.edges, tables.x_bytes, strict=True):
         total += float(x[strategy[u], strategy[v]])
     return total
