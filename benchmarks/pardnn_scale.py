@@ -53,11 +53,16 @@ def layered_dag(
     return costs, res, nor
 
 
-def run(n: int, k: int, seed: int) -> dict[str, float]:
+def run(n: int, k: int, seed: int, repeat: int = 1) -> dict[str, float]:
+    """Best of ``repeat`` runs (the machine is shared: the minimum is the least disturbed)."""
     costs, res, nor = layered_dag(n, seed=seed)
-    t0 = time.perf_counter()
-    result = pardnn(costs, k, res_mem=res, nor_mem=nor, memory_heuristic="2")
-    total = time.perf_counter() - t0
+    total = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        attempt = pardnn(costs, k, res_mem=res, nor_mem=nor, memory_heuristic="2")
+        elapsed = time.perf_counter() - t0
+        if elapsed < total:
+            total, result = elapsed, attempt
     t1 = time.perf_counter()
     slice_graph(costs, k)
     slicing_only = time.perf_counter() - t1
@@ -80,13 +85,14 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[50_000, 100_000, 200_000])
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default="bench-results/pardnn_scale.md")
     args = ap.parse_args()
     run(2_000, args.k, args.seed)  # compile the kernels
-    rows = [run(n, args.k, args.seed) for n in args.sizes]
+    rows = [run(n, args.k, args.seed, args.repeat) for n in args.sizes]
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     lines = [
-        f"# PARDNN scale (K = {args.k}, seed {args.seed}, heuristic II)",
+        f"# PARDNN scale (K = {args.k}, seed {args.seed}, heuristic II, best of {args.repeat})",
         "",
         "| nodes | edges | clusters | largest primary | slicing s | LFLAM s | heuristic II s | total s |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
