@@ -1,0 +1,39 @@
+"""``--method pardnn`` and paper 2's baselines through the registry (once ``makespan`` exists)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
+
+pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="the makespan objective (dnnpart.simulate) "
+                                "is not on this branch yet")
+
+
+def test_methods_register_only_with_the_makespan_objective() -> None:
+    from dnnpart.solvers import available_methods
+
+    names = {m.name for m in available_methods()}
+    assert {"pardnn", "cp-heuristic", "linear-clustering", "round-robin"} <= names
+
+
+@pytest.mark.parametrize("method", ["pardnn", "cp-heuristic", "linear-clustering", "round-robin"])
+def test_reported_objective_is_the_evaluators_and_deterministic(method: str) -> None:
+    import dnnpart
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.graph import build_graph
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.solvers import solve
+
+    rng = np.random.default_rng(0)
+    n = 40
+    src, dst = zip(*[(u, v) for v in range(1, n) for u in rng.choice(v, size=min(v, 2), replace=False)],
+                   strict=True)
+    g = build_graph(np.arange(n), src, dst, compute_time=np.c_[rng.integers(1, 9, n), rng.integers(1, 9, n)],
+                    edge_cost=rng.integers(0, 3, len(src)), output_bytes=rng.integers(1, 9, n) * 1e6)
+    p = Problem(graph=g, cluster=resolve_cluster("4xV100").cluster, objective=Objective(kind="makespan"))
+    a, b = solve(p, method), solve(p, method)
+    assert a.objective == dnnpart.evaluate(p, a.plan).objective
+    assert np.array_equal(a.plan.assignment, b.plan.assignment)
+    assert a.bound is not None and a.bound <= a.objective + 1e-9
