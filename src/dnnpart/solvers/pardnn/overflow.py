@@ -5,7 +5,8 @@ passes ``emulate(device) -> schedule`` (the shared op-level emulator of ``dnnpar
 whose result carries ``start``, ``finish``, ``peak_memory`` and per-device memory curves with
 ``times`` / ``at``). Every round re-emulates, so success is always the emulator's verdict.
 
-One round relieves every device over its cap (largest excess first) against one emulation:
+One round relieves every device over its cap (largest excess first) against one emulation,
+at its first overflow and then at its peak:
 
 * ``t*`` is the first curve time where ``pe`` holds more than its cap; ``O`` the excess there.
 * **Memory potential** ``M_pot(n, t*)`` of a movable node ``n`` on ``pe`` (not pinned, not
@@ -192,10 +193,16 @@ def heuristic_one(
             found = first_overflow(sched.memory[pe], float(caps[pe])) if excess[pe] > 0 else None
             if found is None:
                 continue
-            count = _relieve(costs, device, pe, found, caps, sched, mem, residual, locked, cost,
-                             window_lo, window_hi, added, followers)
-            moved += count
-            moved_now += count
+            # the first overflow, then the peak (a later time, usually) against the same emulation
+            curve = sched.memory[pe]
+            i = int(np.argmax(curve.at))
+            for point in (found, (float(curve.times[i]), float(curve.at[i] - caps[pe]))):
+                if point is not found and point[0] == found[0]:
+                    continue
+                count = _relieve(costs, device, pe, point, caps, sched, mem, residual, locked, cost,
+                                 window_lo, window_hi, added, followers)
+                moved += count
+                moved_now += count
         if moved_now == 0:
             return _failure(best, rounds, caps)
 
