@@ -24,15 +24,34 @@ Semantics and choices: ``docs/simulate.md``.
 
 from dnnpart.simulate.memory import tensor_bytes, track_memory
 from dnnpart.simulate.ops import OpSchedule, emulate_makespan, emulate_ops, transfer_bytes
+from dnnpart.simulate.pipeline import (
+    SCHEDULES,
+    PipelineResult,
+    Stage,
+    StageEdge,
+    ring_allreduce_time,
+    simulate_pipeline,
+)
+from dnnpart.simulate.stages import stages_from_plan
 from dnnpart.simulate.timeline import MemoryCurve, Timeline
+from dnnpart.simulate.trace import chrome_trace, write_chrome_trace
 
 __all__ = [
     "MemoryCurve",
+    "SCHEDULES",
     "OpSchedule",
+    "PipelineResult",
+    "Stage",
+    "StageEdge",
     "Timeline",
+    "chrome_trace",
     "emulate_makespan",
     "emulate_ops",
+    "ring_allreduce_time",
+    "simulate_pipeline",
+    "stages_from_plan",
     "tensor_bytes",
     "track_memory",
     "transfer_bytes",
+    "write_chrome_trace",
 ]
