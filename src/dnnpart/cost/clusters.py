@@ -125,10 +125,10 @@ def resolve_cluster(
         return shorthand_cluster(int(match.group(1)), match.group(2), catalog=catalog, n_cpus=n_cpus)
     from dnnpart.devices.topology import GENERATORS, generate, parse_generator_spec
 
-    name, params = parse_generator_spec(spec)
+    name = spec.partition(":")[0].strip()
     if name in GENERATORS:
         try:
-            cluster = generate(name, params)
+            cluster = generate(*parse_generator_spec(spec))
         except ValueError as exc:
             raise FormatError(f"--cluster {spec!r}: {exc}") from None
         model = CostModel.from_presets("V100" if name == "dgx1" else accelerator, catalog=catalog)
