@@ -11,9 +11,10 @@ Model (``docs/simulate.md``):
   micro-batch; a transfer between two devices takes ``latency + bytes / bandwidth`` of the
   routed pair, zero on one device; transfers do not contend (one link per pair, full duplex);
 * each device runs its ops in the schedule's order: **GPipe** all forwards then all
-  backwards, both in micro-batch order; **1F1B** (PipeDream-flush) ``min(S - s - 1, k)``
-  warm-up forwards on stage ``s`` (``k`` micro-batches on the device), then one forward and
-  one backward alternately, then the remaining backwards;
+  backwards, both in micro-batch order; **1F1B** (PipeDream-flush) orders a device's ops by
+  priority ``F(j) -> j - (S - s - 1)``, ``B(j) -> j + 1/2``: with one replica, ``S - s - 1``
+  warm-up forwards, then one forward and one backward alternately, then the cool-down; with
+  replicas the same rule over the micro-batches the device sees (deadlock-free);
 * after a stage's last backward (all replicas), a ring all-reduce of its weights (``r > 1``):
   ``2(r - 1)`` steps, each moving ``W / r`` bytes over every ring link at once, so
   ``2(r - 1) * max_k(latency_k + W / (r * B_k))`` -- paper 4 Eq. 7's ``2(r-1)W/(rB)`` at the
@@ -155,20 +156,20 @@ def device_orders(n_stages: int, stage: int, micro: Sequence[int], schedule: str
 
     Examples
     --------
-    >>> device_orders(3, 0, [0, 1, 2, 3], "1f1b", True)[:4]
-    [(0, 0), (0, 1), (0, 2), (1, 0)]
+    >>> device_orders(3, 0, [0, 1, 2, 3], "1f1b", True)   # (phase 0 = F, 1 = B; micro-batch)
+    [(0, 0), (0, 1), (0, 2), (1, 0), (0, 3), (1, 1), (1, 2), (1, 3)]
     """
     if not training:
         return [(F, j) for j in micro]
     if schedule == GPIPE:
         return [(F, j) for j in micro] + [(B, j) for j in micro]
-    k = len(micro)
-    w = min(n_stages - stage - 1, k)
-    order = [(F, j) for j in micro[:w]]
-    for i in range(k - w):
-        order += [(F, micro[w + i]), (B, micro[i])]
-    order += [(B, j) for j in micro[k - w:]]
-    return order
+    # 1F1B as a priority: F(j) at j - (S - s - 1), B(j) at j + 1/2. With one replica this is
+    # the usual warm-up of S - s - 1 forwards, then F/B alternately, then the cool-down; with
+    # replicas (a device sees every r-th micro-batch) it stays deadlock-free, since every
+    # dependency has a smaller priority or is B(s+1, j) -> B(s, j) (docs/simulate.md).
+    w = n_stages - stage - 1
+    keyed = [(j - w, F, j) for j in micro] + [(j + 0.5, B, j) for j in micro]
+    return [(ph, j) for _, ph, j in sorted(keyed)]
 
 
 def simulate_pipeline(
