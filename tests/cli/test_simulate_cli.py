@@ -130,3 +130,14 @@ def test_bad_simulate_and_cluster_input(capsys, files, argv, fragment):
     assert code == 2, (out, err)
     assert fragment in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_plan_is_scored_on_the_cluster_it_was_made_for(capsys, tmp_path):
+    plan = str(tmp_path / "plan.json")
+    assert main(["-q", "solve", "zoo:resnet18", "-m", "dp", "--cluster", "mesh2d:x=1,y=3",
+                 "-o", plan]) == 0
+    capsys.readouterr()
+    assert json.loads(Path(plan).read_text())["cluster"]["name"] == "mesh2d 1x3"
+    code, out, _ = run(capsys, "evaluate", "zoo:resnet18", plan, "--json")
+    assert code == 0
+    assert [d["name"] for d in json.loads(out)["devices"]] == ["acc0", "acc1", "acc2"]

@@ -215,3 +215,33 @@ def test_every_generator_builds_with_its_defaults():
     for name in GENERATORS:
         c = generate(name, {})
         assert c.n_devices >= 1 and c.links
+
+
+def test_cluster_files_with_links_are_routed_and_matrices_used_as_given():
+    from dnnpart.io import parse_cluster
+
+    devices = [{"name": "g", "count": 3, "kind": "accelerator"}]
+    links = [{"a": "g0", "b": "g1", "bandwidth": "4e9", "latency": 1e-6},
+             {"a": "g1", "b": "g2", "bandwidth": 2e9}]
+    c = parse_cluster({"devices": devices, "links": links})
+    assert c.bandwidth[0, 2] == 2e9 and c.latency[0, 2] == 1e-6 and len(c.links) == 2
+    given = [[math.inf, 1, 1], [1, math.inf, 1], [1, 1, math.inf]]
+    c = parse_cluster({"devices": devices, "links": links, "bandwidth": given})
+    assert c.bandwidth[0, 2] == 1 and len(c.links) == 2  # the matrix wins, links kept
+    c = parse_cluster({"preset": "torus2d", "x": 3, "y": 3})
+    assert c.n_devices == 9 and len(c.links) == 18
+
+
+@pytest.mark.parametrize(("links", "fragment"), [
+    ([{"a": "g0", "b": "gX", "bandwidth": 1}], r"links\[0\]\.b: unknown device 'gX'"),
+    ([{"a": "g0", "b": "g0", "bandwidth": 1}], "two distinct devices"),
+    ([{"a": "g0", "b": "g1", "bandwidth": 0}], r"links\[0\]\.bandwidth"),
+    ([{"a": "g0", "b": "g1", "bandwidth": 1, "latency": -1}], r"links\[0\]\.latency"),
+    ([{"a": "g0", "b": "g1", "bandwidth": 1}], "g0 cannot reach g2"),
+    ("nope", "links"),
+])
+def test_bad_link_lists_are_refused_naming_the_field(links, fragment):
+    from dnnpart.io import parse_cluster
+
+    with pytest.raises(FormatError, match=fragment):
+        parse_cluster({"devices": [{"name": "g", "count": 3, "kind": "accelerator"}], "links": links})

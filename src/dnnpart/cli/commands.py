@@ -23,8 +23,11 @@ from dnnpart.solvers import available_methods, get_method, solve
 
 def _problem(args: argparse.Namespace) -> Problem:
     from dnnpart.cost import resolve_cluster
+    from dnnpart.io.plan_files import plan_cluster
 
     cluster = resolve_cluster(args.cluster).cluster if args.cluster else None
+    if cluster is None and getattr(args, "plan", None):
+        cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
     objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
                           schedule=getattr(args, "schedule", "gpipe"),
                           microbatches=getattr(args, "microbatches", 4),
