@@ -63,7 +63,7 @@ def naive_pipeline(stages, c, m, schedule, recompute, training):
             return [("F", j) for j in micro]
         if schedule == "gpipe":
             return [("F", j) for j in micro] + [("B", j) for j in micro]
-        w = S - 1 - s  # 1F1B priority: F(j) at j - w, B(j) at j + 1/2
+        w = (S - 1 - s) * max(len(x.devices) for x in stages)  # F(j) at j - w, B(j) at j + 1/2
         return sorted([("F", j) for j in micro] + [("B", j) for j in micro],
                       key=lambda x: x[1] - w if x[0] == "F" else x[1] + 0.5)
 
@@ -181,6 +181,14 @@ def test_1f1b_stage_i_holds_S_minus_i_microbatches(S, extra, f, b):
     g = simulate_pipeline(stages, c, microbatches=m, schedule="gpipe")
     assert [g.peak_inflight[i] for i in range(S)] == [m] * S  # GPipe stashes every micro-batch
     assert r.step_time == g.step_time == (m + S - 1) * (f + b)  # same step, less memory
+    # R replicas per stage: every pipeline copy runs its own 1F1B (S - i in flight per device)
+    R = 3
+    c = _free(S * R)
+    stages = [Stage(devices=tuple(range(R * i, R * i + R)), forward=float(f), backward=float(b))
+              for i in range(S)]
+    rr = simulate_pipeline(stages, c, microbatches=m * R, schedule="1f1b")
+    assert all(rr.peak_inflight[d] == S - d // R for d in range(S * R))
+    assert rr.step_time == (m + S - 1) * (f + b)
 
 
 @settings(max_examples=40, deadline=None)

@@ -12,9 +12,10 @@ Model (``docs/simulate.md``):
   routed pair, zero on one device; transfers do not contend (one link per pair, full duplex);
 * each device runs its ops in the schedule's order: **GPipe** all forwards then all
   backwards, both in micro-batch order; **1F1B** (PipeDream-flush) orders a device's ops by
-  priority ``F(j) -> j - (S - s - 1)``, ``B(j) -> j + 1/2``: with one replica, ``S - s - 1``
+  priority ``F(j) -> j - R(S - s - 1)``, ``B(j) -> j + 1/2`` (``R`` the largest replica
+  count): with ``R`` replicas everywhere, each pipeline copy runs the usual ``S - s - 1``
   warm-up forwards, then one forward and one backward alternately, then the cool-down; with
-  replicas the same rule over the micro-batches the device sees (deadlock-free);
+  uneven replica counts the same rule stays deadlock-free;
 * after a stage's last backward (all replicas), a ring all-reduce of its weights (``r > 1``):
   ``2(r - 1)`` steps, each moving ``W / r`` bytes over every ring link at once, so
   ``2(r - 1) * max_k(latency_k + W / (r * B_k))`` -- paper 4 Eq. 7's ``2(r-1)W/(rB)`` at the
@@ -151,7 +152,7 @@ def ring_allreduce_time(cluster: Cluster, devices: Sequence[int], nbytes: float)
 
 
 def device_orders(n_stages: int, stage: int, micro: Sequence[int], schedule: str,
-                  training: bool) -> list[tuple[int, int]]:
+                  training: bool, spread: int = 1) -> list[tuple[int, int]]:
     """``(phase, micro-batch)`` in the order a device of ``stage`` runs them.
 
     Examples
@@ -163,11 +164,12 @@ def device_orders(n_stages: int, stage: int, micro: Sequence[int], schedule: str
         return [(F, j) for j in micro]
     if schedule == GPIPE:
         return [(F, j) for j in micro] + [(B, j) for j in micro]
-    # 1F1B as a priority: F(j) at j - (S - s - 1), B(j) at j + 1/2. With one replica this is
-    # the usual warm-up of S - s - 1 forwards, then F/B alternately, then the cool-down; with
-    # replicas (a device sees every r-th micro-batch) it stays deadlock-free, since every
-    # dependency has a smaller priority or is B(s+1, j) -> B(s, j) (docs/simulate.md).
-    w = n_stages - stage - 1
+    # 1F1B as a priority: F(j) at j - R (S - s - 1), B(j) at j + 1/2, R = `spread` (the most
+    # replicas of any stage). With R replicas per stage a device sees every R-th micro-batch
+    # and this is the usual 1F1B of its pipeline copy: S - s - 1 warm-up forwards, then F/B
+    # alternately, then the cool-down. It is deadlock-free for any replica counts: every
+    # dependency has a smaller priority, or is B(s+1, j) -> B(s, j) (docs/simulate.md).
+    w = (n_stages - stage - 1) * spread
     keyed = [(j - w, F, j) for j in micro] + [(j + 0.5, B, j) for j in micro]
     return [(ph, j) for _, ph, j in sorted(keyed)]
 
@@ -211,6 +213,7 @@ def simulate_pipeline(
             edges += [StageEdge(src=s + 1, dst=s, bytes=stages[s].activation_bytes,
                                 src_phase=B, dst_phase=B) for s in range(S - 1)]
     phases = 2 if training else 1
+    spread = max(len(st.devices) for st in stages)
 
     def op(s: int, j: int, ph: int) -> int:
         return (s * m + j) * phases + ph
@@ -233,7 +236,7 @@ def simulate_pipeline(
                 deps[op(s, j, B)].append((op(s, j, F), 0.0))
         for k in range(r):
             micro = list(range(k, m, r))
-            order = device_orders(S, s, micro, schedule, training)
+            order = device_orders(S, s, micro, schedule, training, spread)
             for (p0, j0), (p1, j1) in zip(order, order[1:], strict=False):
                 deps[op(s, j1, p1)].append((op(s, j0, p0), 0.0))
     for e in edges:
