@@ -34,6 +34,8 @@ def add_parsers(sub: Any, add_problem_args: Callable[[argparse.ArgumentParser], 
                                 "random_blk_1, random_blk_2, uniform_dist)")
     q.add_argument("--plot", metavar="OUT.png", help="heat map of the bandwidth matrix (matplotlib)")
     q.add_argument("--json", action="store_true")
+    q.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress output on stderr")
 
 
 def cmd_simulate(args: argparse.Namespace, out: Renderer) -> int:
