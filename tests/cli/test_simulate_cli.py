@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.cli.test_cli import GRAPH, PLAN, _write, run
 
 from dnnpart.cli.main import main
-from tests.cli.test_cli import GRAPH, PLAN, _write, run
 
 
 @pytest.fixture()

@@ -73,7 +73,7 @@ def naive_pipeline(stages, c, m, schedule, recompute, training):
         r = len(stg.devices)
         for k, d in enumerate(stg.devices):
             micro = [j for j in range(m) if j % r == k]
-            lists[d] = [(s,) + x for x in order(s, micro)]
+            lists[d] = [(s, *x) for x in order(s, micro)]
             for x in lists[d]:
                 dev[x] = d
     dur = {}
@@ -147,7 +147,7 @@ def test_pipeline_equals_naive_twin(case):
     assert r.step_time == step
     assert r.time_per_sample == step / m
     assert r.peak_inflight == inflight
-    for s, stg in enumerate(stages):
+    for stg in stages:
         for d in stg.devices:
             mem = r.memory[d]
             stash = stg.input_bytes if recompute else stg.activation_bytes
@@ -223,7 +223,7 @@ def test_bad_pipelines_are_refused():
 def test_timing_kernel_equals_its_plain_python_twin(case):
     from dnnpart.simulate import pipeline_kernels as pk
 
-    stages, c, m, schedule, recompute, training = case
+    stages, c, m, schedule, _, training = case
     r = simulate_pipeline(stages, c, microbatches=m, schedule=schedule, training=training)
     n = r.start.shape[0]
     rng = np.random.default_rng(n)

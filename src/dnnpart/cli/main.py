@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
     name = f"cmd_{args.command}"
-    handler = next(getattr(m, name) for m in (commands, reproduce_cmd, model_cmds, sim_cmds) if hasattr(m, name))
+    modules = (commands, reproduce_cmd, model_cmds, sim_cmds)
+    handler = next(getattr(m, name) for m in modules if hasattr(m, name))
     try:
         code: int = handler(args, out)
         return code

@@ -150,7 +150,8 @@ def cmd_cluster(args: argparse.Namespace, out: Renderer) -> int:
         off = c.bandwidth[~np.eye(d, dtype=bool)]
         vals, counts = np.unique(off, return_counts=True)
         out.print("bandwidth values (GB/s: pairs): "
-                  + ", ".join(f"{v / 1e9:.4g}: {n // 2}" for v, n in zip(vals[:12], counts[:12], strict=False)))
+                  + ", ".join(f"{v / 1e9:.4g}: {n // 2}"
+                              for v, n in zip(vals[:12], counts[:12], strict=False)))
     if c.links and len(c.links) <= 64:
         lt = Table(title="links", title_justify="left")
         for col in ("a", "b", "GB/s", "latency s", "kind"):

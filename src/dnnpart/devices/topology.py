@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnpart.devices.cluster import ACCELERATOR, Cluster, Device, Link
 from dnnpart.devices.presets import PCIE3_X16_BANDWIDTH, two_level_cluster
@@ -61,7 +62,7 @@ DGX1_NVLINK: dict[tuple[int, int], int] = {
 
 def cluster_from_links(
     devices: Sequence[Device], links: Sequence[Link], *, name: str = "",
-    group: Sequence[int] | None = None, time_unit_s: float = 1e-3,
+    group: Sequence[int] | npt.ArrayLike | None = None, time_unit_s: float = 1e-3,
     reference_bandwidth: float | None = None,
 ) -> Cluster:
     """A cluster whose matrices are routed from ``links`` (widest path, see module doc).

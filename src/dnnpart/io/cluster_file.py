@@ -187,7 +187,8 @@ def _links(root: dict[str, Any], devices: list[Device]) -> tuple[Link, ...]:
                 raise FormatError(f"{where}.{end}: unknown device {name!r}")
             ends.append(index[name])
         if ends[0] == ends[1]:
-            raise FormatError(f"{where}: a link joins two distinct devices, got {devices[ends[0]].name} twice")
+            raise FormatError(
+                f"{where}: a link joins two distinct devices, got {devices[ends[0]].name} twice")
         bw = _num(entry.get("bandwidth"), f"{where}.bandwidth")
         if bw <= 0:
             raise FormatError(f"{where}.bandwidth: expected a number > 0, got {bw}")

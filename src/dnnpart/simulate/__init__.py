@@ -37,8 +37,8 @@ from dnnpart.simulate.timeline import MemoryCurve, Timeline
 from dnnpart.simulate.trace import chrome_trace, write_chrome_trace
 
 __all__ = [
-    "MemoryCurve",
     "SCHEDULES",
+    "MemoryCurve",
     "OpSchedule",
     "PipelineResult",
     "Stage",

@@ -146,7 +146,8 @@ def emulate_ops(
     if xe.size and not np.all(np.isfinite(xe)):
         k = int(np.argmax(~np.isfinite(xe)))
         src, dst = cluster.devices[a[xs[k]]].name, cluster.devices[xd[k]].name
-        raise ValueError(f"no usable link from {src} to {dst} (bandwidth {cluster.bandwidth[a[xs[k]], xd[k]]})")
+        bw = cluster.bandwidth[a[xs[k]], xd[k]]
+        raise ValueError(f"no usable link from {src} to {dst} (bandwidth {bw})")
     if memory:
         peaks, mem_curves = track_memory(graph, a, start, finish, d, curves=curves)
     else:

@@ -33,6 +33,7 @@ Model (``docs/simulate.md``):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -201,11 +202,11 @@ def simulate_pipeline(
     if S == 0:
         raise ValueError("a pipeline needs at least one stage")
     seen: set[int] = set()
-    for s in stages:
-        for dev in s.devices:
-            if dev in seen or not 0 <= dev < cluster.n_devices:
-                raise ValueError(f"stage {s.name}: device {dev} is out of range or in two stages")
-            seen.add(dev)
+    for stg in stages:
+        for dv in stg.devices:
+            if dv in seen or not 0 <= dv < cluster.n_devices:
+                raise ValueError(f"stage {stg.name}: device {dv} is out of range or in two stages")
+            seen.add(dv)
     if edges is None:
         edges = [StageEdge(src=s, dst=s + 1, bytes=stages[s].activation_bytes)
                  for s in range(S - 1)]
@@ -237,7 +238,7 @@ def simulate_pipeline(
         for k in range(r):
             micro = list(range(k, m, r))
             order = device_orders(S, s, micro, schedule, training, spread)
-            for (p0, j0), (p1, j1) in zip(order, order[1:], strict=False):
+            for (p0, j0), (p1, j1) in itertools.pairwise(order):
                 deps[op(s, j1, p1)].append((op(s, j0, p0), 0.0))
     for e in edges:
         if e.src_phase >= phases or e.dst_phase >= phases:
@@ -276,7 +277,7 @@ def simulate_pipeline(
     stage_times = compute + comm + allreduce
     inflight: dict[int, int] = {}
     memory: dict[int, dict[str, float]] = {}
-    for s, st in enumerate(stages):
+    for st in stages:
         for d in st.devices:
             mine = np.flatnonzero(dev == d)
             fw = mine[op_phase[mine] == F]
@@ -284,8 +285,8 @@ def simulate_pipeline(
             hi = finish[fw + 1] if training else finish[fw]
             times = np.concatenate((lo, hi))
             delta = np.concatenate((np.ones(lo.size, np.int64), -np.ones(hi.size, np.int64)))
-            order = np.lexsort((delta, times))  # releases before acquisitions at equal times
-            peak = int(np.cumsum(delta[order]).max()) if order.size else 0
+            by_time = np.lexsort((delta, times))  # releases before acquisitions at equal times
+            peak = int(np.cumsum(delta[by_time]).max()) if by_time.size else 0
             inflight[d] = peak
             stash = st.input_bytes if recompute else st.activation_bytes
             act = peak * stash + (st.activation_bytes if recompute and training and peak else 0.0)

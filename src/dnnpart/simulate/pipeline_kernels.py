@@ -11,6 +11,11 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.graph.kernels import kahn_order as _kahn_kernel
+
+#: The graph layer's Kahn order, compiled here so that a numba kernel can call it.
+_kahn = numba.njit(cache=True)(_kahn_kernel.py_func)
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -25,9 +30,6 @@ def timing_kernel(dur: FloatArray, ptr: IntArray, pred: IntArray,
     """
     n = dur.shape[0]
     m = pred.shape[0]
-    indeg = np.zeros(n, np.int64)
-    for v in range(n):
-        indeg[v] = ptr[v + 1] - ptr[v]
     # successor lists, to release ops in Kahn order
     cnt = np.zeros(n + 1, np.int64)
     for e in range(m):
@@ -40,18 +42,11 @@ def timing_kernel(dur: FloatArray, ptr: IntArray, pred: IntArray,
             u = pred[e]
             succ[fill[u]] = v
             fill[u] += 1
+    order, timed = _kahn(n, sptr, succ)
     start = np.zeros(n)
     finish = np.zeros(n)
-    stack = np.empty(n, np.int64)
-    top = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            stack[top] = v
-            top += 1
-    timed = 0
-    while top > 0:
-        top -= 1
-        v = stack[top]
+    for k in range(timed):
+        v = order[k]
         s = 0.0
         for e in range(ptr[v], ptr[v + 1]):
             t = finish[pred[e]] + delay[e]
@@ -59,11 +54,4 @@ def timing_kernel(dur: FloatArray, ptr: IntArray, pred: IntArray,
                 s = t
         start[v] = s
         finish[v] = s + dur[v]
-        timed += 1
-        for e in range(sptr[v], sptr[v + 1]):
-            w = succ[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
     return start, finish, timed

@@ -56,8 +56,8 @@ def chrome_trace(timeline: Timeline, *, n_devices: int | None = None) -> dict[st
     names = list(timeline.resources)
     for dev_name, curve in timeline.memory.items():
         r = names.index(dev_name) if dev_name in names else 0
-        points = [(0.0, curve.base)] + list(zip((curve.times * us).tolist(), curve.after.tolist(),
-                                                strict=True))
+        points = [(0.0, curve.base), *zip((curve.times * us).tolist(), curve.after.tolist(),
+                                          strict=True)]
         for ts, value in points:
             events.append({"name": f"memory {dev_name}", "ph": "C", "ts": float(ts),
                            "pid": pid(r), "tid": r, "args": {"bytes": float(value)}})
