@@ -237,3 +237,29 @@ def test_timing_kernel_equals_its_plain_python_twin(case):
     for x, y in zip(pk.timing_kernel(dur, ptr, pred, delay),
                     pk.timing_kernel.py_func(dur, ptr, pred, delay), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pipelines())
+def test_memory_curves_recount_the_micro_batches_in_flight(case):
+    stages, c, m, schedule, recompute, training = case
+    r = simulate_pipeline(stages, c, microbatches=m, schedule=schedule, recompute=recompute,
+                          training=training)
+    for stg in stages:
+        for d in stg.devices:
+            curve = r.timeline.memory[c.devices[d].name]
+            mine = np.flatnonzero(r.op_device == d)
+            fw = mine[r.op_phase[mine] == 0]
+            end = r.finish[fw + 1] if training else r.finish[fw]
+            static = r.memory[d]["total"] - r.memory[d]["activations"]
+            stash = stg.input_bytes if recompute else stg.activation_bytes
+            for t in curve.times.tolist():
+                held = int(np.sum((r.start[fw] <= t) & (t < end)))
+                running_b = int(np.sum((r.start[fw + 1] <= t) & (t < r.finish[fw + 1]))) \
+                    if recompute and training else 0
+                assert curve.value(t) == pytest.approx(
+                    static + held * stash + running_b * stg.activation_bytes)
+            assert curve.peak <= r.memory[d]["total"] + 1e-9
+    spans = r.timeline
+    assert len(spans) >= r.start.shape[0]
+    assert np.all(spans.end >= spans.start)

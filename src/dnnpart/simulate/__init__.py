@@ -10,7 +10,10 @@ seconds each):
   ``start`` / ``finish`` / ``ready``, ``makespan``, ``peak_memory`` per device (Eq. 2),
   ``memory`` curves, ``transfers``; ``.timeline()`` gives a :class:`Timeline`.
 * :func:`emulate_makespan` ``(graph, cluster, assignment, *, contention=False) ->
-  (makespan, peaks)`` -- the fast path for heuristics (no curves, no timeline).
+  (makespan, peaks)`` -- the fast path for heuristics (no curves, no timeline; about 0.3 s
+  for 200k nodes / 1M edges on 16 devices after JIT warm-up).
+* :func:`emulate_plan` ``(problem, plan_or_assignment, **options)`` -- the same on a
+  :class:`~dnnpart.problem.Problem` (what ``Objective(kind="makespan")`` evaluates).
 * :func:`simulate_pipeline` ``(stages, cluster, *, microbatches, schedule, recompute, ...)
   -> PipelineResult`` -- synchronous pipeline (GPipe / 1F1B, replicas, ring all-reduce,
   recomputation) over :class:`Stage` descriptions; :func:`stages_from_plan` builds them from a
@@ -23,7 +26,13 @@ Semantics and choices: ``docs/simulate.md``.
 """
 
 from dnnpart.simulate.memory import tensor_bytes, track_memory
-from dnnpart.simulate.ops import OpSchedule, emulate_makespan, emulate_ops, transfer_bytes
+from dnnpart.simulate.ops import (
+    OpSchedule,
+    emulate_makespan,
+    emulate_ops,
+    emulate_plan,
+    transfer_bytes,
+)
 from dnnpart.simulate.pipeline import (
     SCHEDULES,
     PipelineResult,
@@ -47,6 +56,7 @@ __all__ = [
     "chrome_trace",
     "emulate_makespan",
     "emulate_ops",
+    "emulate_plan",
     "ring_allreduce_time",
     "simulate_pipeline",
     "stages_from_plan",

@@ -25,6 +25,8 @@ import numpy.typing as npt
 from dnnpart.devices.cluster import Cluster
 from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.core import CONTROL, Graph
+from dnnpart.plan import Plan
+from dnnpart.problem import Problem
 from dnnpart.simulate.memory import track_memory
 from dnnpart.simulate.op_kernels import emulate_kernel
 from dnnpart.simulate.timeline import COMPUTE, TRANSFER, MemoryCurve, Timeline
@@ -175,3 +177,16 @@ def emulate_makespan(
     """
     s = emulate_ops(graph, cluster, assignment, curves=False, contention=contention)
     return s.makespan, s.peak_memory
+
+
+def emulate_plan(problem: Problem, plan: Plan | npt.ArrayLike, **options: bool) -> OpSchedule:
+    """:func:`emulate_ops` on a problem's graph and cluster (``plan``: a Plan or an assignment).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> emulate_plan(chain_problem([1.0, 2.0], n_accelerators=2), [0, 1]).makespan
+    3.0
+    """
+    assignment = plan.assignment if isinstance(plan, Plan) else plan
+    return emulate_ops(problem.graph, problem.cluster, assignment, **options)

@@ -28,12 +28,13 @@ Model (``docs/simulate.md``):
   ``k = optimizer_factor``, 2 for Adam), activations = peak micro-batches in flight (from the
   start of ``F`` to the end of ``B``, half-open) x stashed bytes per micro-batch
   (``activation_bytes``, or with recomputation ``input_bytes`` plus one micro-batch's
-  ``activation_bytes`` rebuilt during a backward).
+  ``activation_bytes`` rebuilt during a backward) -- an upper bound with recomputation; the
+  memory curve of each device in ``timeline.memory`` is exact (static bytes plus the stash of
+  every micro-batch in flight, plus the rebuilt activations while a ``B`` runs).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.simulate.pipeline_kernels import timing_kernel
-from dnnpart.simulate.timeline import ALLREDUCE, COMPUTE, Timeline
+from dnnpart.simulate.timeline import ALLREDUCE, COMPUTE, TRANSFER, MemoryCurve, Timeline
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -175,6 +176,24 @@ def device_orders(n_stages: int, stage: int, micro: Sequence[int], schedule: str
     return [(ph, j) for _, ph, j in sorted(keyed)]
 
 
+def _memory_curve(static: float, f_start: FloatArray, b_end: FloatArray, stash: float,
+                  b_start: FloatArray | None, rebuilt: float) -> MemoryCurve:
+    """Memory of one device over a step: ``static`` + stashed micro-batches (half-open
+    ``[F start, B end)``) + with recomputation the activations rebuilt while a ``B`` runs."""
+    times = [f_start, b_end]
+    deltas = [np.full(f_start.size, stash), np.full(b_end.size, -stash)]
+    if b_start is not None:
+        times += [b_start, b_end]
+        deltas += [np.full(b_start.size, rebuilt), np.full(b_end.size, -rebuilt)]
+    t = np.concatenate(times)
+    delta = np.concatenate(deltas)
+    order = np.argsort(t, kind="stable")
+    run = static + np.cumsum(delta[order])
+    uniq, last = np.unique(t[order][::-1], return_index=True)
+    value = run[::-1][last]  # after every event at that time (half-open intervals)
+    return MemoryCurve(times=uniq, at=value, after=value, base=static)
+
+
 def simulate_pipeline(
     stages: Sequence[Stage], cluster: Cluster, *, edges: Sequence[StageEdge] | None = None,
     microbatches: int = 4, schedule: str = GPIPE, recompute: bool = False,
@@ -225,31 +244,47 @@ def simulate_pipeline(
     op_stage = np.repeat(np.arange(S), m * phases)
     op_micro = np.tile(np.repeat(np.arange(m), phases), S)
     op_phase = np.tile(np.arange(phases), S * m)
-    deps: list[list[tuple[int, float]]] = [[] for _ in range(n_ops)]
+    js = np.arange(m)
+    src_parts: list[IntArray] = []
+    dst_parts: list[IntArray] = []
+    delay_parts: list[FloatArray] = []
     for s, st in enumerate(stages):
         r = len(st.devices)
-        for j in range(m):
-            dev[op(s, j, F)] = st.devices[j % r]
-            dur[op(s, j, F)] = st.forward
-            if training:
-                dev[op(s, j, B)] = st.devices[j % r]
-                dur[op(s, j, B)] = st.backward + (st.forward if recompute else 0.0)
-                deps[op(s, j, B)].append((op(s, j, F), 0.0))
+        on = np.asarray(st.devices, np.int64)[js % r]
+        dev[op(s, 0, F) + js * phases] = on
+        dur[op(s, 0, F) + js * phases] = st.forward
+        if training:
+            dev[op(s, 0, B) + js * phases] = on
+            dur[op(s, 0, B) + js * phases] = st.backward + (st.forward if recompute else 0.0)
+            src_parts.append(op(s, 0, F) + js * phases)
+            dst_parts.append(op(s, 0, B) + js * phases)
+            delay_parts.append(np.zeros(m))
         for k in range(r):
-            micro = list(range(k, m, r))
-            order = device_orders(S, s, micro, schedule, training, spread)
-            for (p0, j0), (p1, j1) in itertools.pairwise(order):
-                deps[op(s, j1, p1)].append((op(s, j0, p0), 0.0))
+            order = device_orders(S, s, list(range(k, m, r)), schedule, training, spread)
+            seq = np.array([op(s, j, ph) for ph, j in order], np.int64)
+            src_parts.append(seq[:-1])
+            dst_parts.append(seq[1:])
+            delay_parts.append(np.zeros(max(seq.size - 1, 0)))
+    bw, lat = cluster.bandwidth, cluster.latency
     for e in edges:
         if e.src_phase >= phases or e.dst_phase >= phases:
             continue
-        for j in range(m):
-            u, v = op(e.src, j, e.src_phase), op(e.dst, j, e.dst_phase)
-            deps[v].append((u, _pair_time(cluster, int(dev[u]), int(dev[v]), e.bytes)))
+        u = op(e.src, 0, e.src_phase) + js * phases
+        v = op(e.dst, 0, e.dst_phase) + js * phases
+        du, dv = dev[u], dev[v]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (lat[du, dv] + e.bytes / bw[du, dv]) / cluster.time_unit_s
+        src_parts.append(u)
+        dst_parts.append(v)
+        delay_parts.append(np.where(du == dv, 0.0, t))
+    src_all = np.concatenate(src_parts) if src_parts else np.zeros(0, np.int64)
+    dst_all = np.concatenate(dst_parts) if dst_parts else np.zeros(0, np.int64)
+    delay_all = np.concatenate(delay_parts) if delay_parts else np.zeros(0)
+    by_dst = np.argsort(dst_all, kind="stable")
+    pred = src_all[by_dst].astype(np.int64)
+    delay = delay_all[by_dst]
     ptr = np.zeros(n_ops + 1, np.int64)
-    ptr[1:] = np.cumsum([len(x) for x in deps])
-    pred = np.fromiter((u for x in deps for u, _ in x), np.int64, count=int(ptr[-1]))
-    delay = np.fromiter((t for x in deps for _, t in x), np.float64, count=int(ptr[-1]))
+    ptr[1:] = np.cumsum(np.bincount(dst_all, minlength=n_ops))
     start, finish, timed = timing_kernel(dur, ptr, pred, delay)
     if timed < n_ops:
         raise ValueError("the stage dependencies form a cycle (stages must be in a topological order)")
@@ -277,6 +312,7 @@ def simulate_pipeline(
     stage_times = compute + comm + allreduce
     inflight: dict[int, int] = {}
     memory: dict[int, dict[str, float]] = {}
+    curves: dict[str, MemoryCurve] = {}
     for st in stages:
         for d in st.devices:
             mine = np.flatnonzero(dev == d)
@@ -297,19 +333,36 @@ def simulate_pipeline(
                 "activations": act,
             }
             memory[d]["total"] = sum(memory[d].values())
+            curves[cluster.devices[d].name] = _memory_curve(
+                memory[d]["total"] - act, lo, hi, stash,
+                start[fw + 1] if recompute and training else None, st.activation_bytes)
     names = [x.name for x in cluster.devices]
     ar_rows = [s for s in range(S) if allreduce[s] > 0]
     ring_names = [f"ring {stages[s].name or s}" for s in ar_rows]
     labels = tuple(f"{'FB'[p]}{j} {stages[s].name or s}"
                    for s, j, p in zip(op_stage.tolist(), op_micro.tolist(), op_phase.tolist(),
                                       strict=True))
+    # transfers: every dependency with a delay, on the row of its directed device pair
+    dst_op = np.repeat(np.arange(n_ops), np.diff(ptr))
+    moved = np.flatnonzero(delay > 0)
+    xsrc, xdst = pred[moved], dst_op[moved]
+    pair = dev[xsrc] * cluster.n_devices + dev[xdst]
+    pairs = np.unique(pair)
+    pair_names = [f"{names[k // cluster.n_devices]}->{names[k % cluster.n_devices]}"
+                  for k in pairs.tolist()]
+    n_res = len(names) + len(ring_names)
     timeline = Timeline(
-        resources=tuple(names + ring_names),
-        resource=np.concatenate((dev, len(names) + np.arange(len(ar_rows)))).astype(np.int64),
-        start=np.concatenate((start, ar_start[ar_rows])),
-        end=np.concatenate((finish, ar_start[ar_rows] + allreduce[ar_rows])),
-        kind=(COMPUTE,) * n_ops + (ALLREDUCE,) * len(ar_rows),
-        what=labels + tuple(f"all-reduce {stages[s].name or s}" for s in ar_rows),
+        resources=tuple(names + ring_names + pair_names),
+        resource=np.concatenate((dev, len(names) + np.arange(len(ar_rows)),
+                                 n_res + np.searchsorted(pairs, pair))).astype(np.int64),
+        start=np.concatenate((start, ar_start[ar_rows], finish[xsrc])),
+        end=np.concatenate((finish, ar_start[ar_rows] + allreduce[ar_rows],
+                            finish[xsrc] + delay[moved])),
+        kind=(COMPUTE,) * n_ops + (ALLREDUCE,) * len(ar_rows) + (TRANSFER,) * moved.size,
+        what=labels + tuple(f"all-reduce {stages[s].name or s}" for s in ar_rows)
+        + tuple(f"{labels[u]} -> {labels[v]}" for u, v in zip(xsrc.tolist(), xdst.tolist(),
+                                                              strict=True)),
+        memory=curves,
         time_unit_s=cluster.time_unit_s,
     )
     return PipelineResult(
