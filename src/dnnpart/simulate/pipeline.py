@@ -269,14 +269,14 @@ def simulate_pipeline(
     for e in edges:
         if e.src_phase >= phases or e.dst_phase >= phases:
             continue
-        u = op(e.src, 0, e.src_phase) + js * phases
-        v = op(e.dst, 0, e.dst_phase) + js * phases
-        du, dv = dev[u], dev[v]
+        ops_u = op(e.src, 0, e.src_phase) + js * phases
+        ops_v = op(e.dst, 0, e.dst_phase) + js * phases
+        dev_u, dev_v = dev[ops_u], dev[ops_v]
         with np.errstate(divide="ignore", invalid="ignore"):
-            t = (lat[du, dv] + e.bytes / bw[du, dv]) / cluster.time_unit_s
-        src_parts.append(u)
-        dst_parts.append(v)
-        delay_parts.append(np.where(du == dv, 0.0, t))
+            hop_t = (lat[dev_u, dev_v] + e.bytes / bw[dev_u, dev_v]) / cluster.time_unit_s
+        src_parts.append(ops_u)
+        dst_parts.append(ops_v)
+        delay_parts.append(np.where(dev_u == dev_v, 0.0, hop_t))
     src_all = np.concatenate(src_parts) if src_parts else np.zeros(0, np.int64)
     dst_all = np.concatenate(dst_parts) if dst_parts else np.zeros(0, np.int64)
     delay_all = np.concatenate(delay_parts) if delay_parts else np.zeros(0)
