@@ -141,3 +141,27 @@ def test_a_plan_is_scored_on_the_cluster_it_was_made_for(capsys, tmp_path):
     code, out, _ = run(capsys, "evaluate", "zoo:resnet18", plan, "--json")
     assert code == 0
     assert [d["name"] for d in json.loads(out)["devices"]] == ["acc0", "acc1", "acc2"]
+
+
+def test_unsupported_placements_are_violations_for_the_simulated_objectives(capsys, files):
+    plan = _write(Path(files["dir"]) / "bad.json", {"fpgas": [{"nodes": [1, 2, 4]}, {"nodes": [3]}]})
+    for objective in ("makespan", "pipeline"):
+        code, out, err = run(capsys, "evaluate", files["graph"], plan, "--objective", objective,
+                             "--json")
+        ev = json.loads(out)
+        assert code == 1 and not ev["feasible"] and ev["objective"] is None
+        assert any("does not support" in v for v in ev["violations"])
+
+
+def test_routed_clusters_are_stored_as_links_in_plans(tmp_path):
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.io.cluster_file import cluster_to_dict, parse_cluster
+
+    c = resolve_cluster("torus3d:x=4,y=4,z=4,latency=1e-6").cluster
+    doc = cluster_to_dict(c)
+    assert "bandwidth" not in doc and len(doc["links"]) == 192
+    back = parse_cluster(json.loads(json.dumps(doc)))
+    assert (back.bandwidth == c.bandwidth).all() and (back.latency == c.latency).all()
+    d = resolve_cluster("dgx1").cluster  # a given matrix (no NVLink forwarding) is kept
+    assert "bandwidth" in cluster_to_dict(d)
+    assert (parse_cluster(json.loads(json.dumps(cluster_to_dict(d)))).bandwidth == d.bandwidth).all()

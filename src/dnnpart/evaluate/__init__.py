@@ -172,6 +172,11 @@ def _simulate(problem: Problem, plan: Plan, a: IntArray) -> tuple[float, FloatAr
     from dnnpart import simulate
 
     cluster, objective = problem.cluster, problem.objective
+    if not np.all(np.isfinite(node_times(problem.graph, cluster, a))):
+        # unsupported placements: reported as a violation (as for every objective), not run
+        static: FloatArray = np.bincount(a, weights=problem.graph.memory_bytes,
+                                         minlength=cluster.n_devices).astype(np.float64)
+        return float("inf"), static, {"error": "a node is placed on a device kind without its time"}
     if objective.kind == MAKESPAN:
         if plan.is_replicated:
             raise ValueError("the makespan objective emulates one execution; it has no replicas")
