@@ -146,7 +146,7 @@ def test_a_plan_is_scored_on_the_cluster_it_was_made_for(capsys, tmp_path):
 def test_unsupported_placements_are_violations_for_the_simulated_objectives(capsys, files):
     plan = _write(Path(files["dir"]) / "bad.json", {"fpgas": [{"nodes": [1, 2, 4]}, {"nodes": [3]}]})
     for objective in ("makespan", "pipeline"):
-        code, out, err = run(capsys, "evaluate", files["graph"], plan, "--objective", objective,
+        code, out, _ = run(capsys, "evaluate", files["graph"], plan, "--objective", objective,
                              "--json")
         ev = json.loads(out)
         assert code == 1 and not ev["feasible"] and ev["objective"] is None
