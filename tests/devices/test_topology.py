@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dnnpart.cost import resolve_cluster
 from dnnpart.devices import Device
 from dnnpart.devices.cluster import Link
-from dnnpart.devices.routing import route, route_kernel
+from dnnpart.devices.routing import route, route_kernel, route_path
 from dnnpart.devices.topology import (
     DGX1_NVLINK,
     GENERATORS,
@@ -82,6 +82,16 @@ def test_routing_equals_brute_force_over_simple_paths(topo):
             assert (bw[s, t], lat[s, t], hops[s, t]) == (-nb, nl, nh), (s, t)
         else:
             assert bw[s, t] == 0 and hops[s, t] == -1
+    for s, t in itertools.product(range(d), repeat=2):
+        if s != t and (s, t) in best:  # the path itself carries the label
+            path = route_path(links, d, s, t)
+            at, bott, lat_sum = s, math.inf, 0.0
+            for k in path:
+                x = links[k]
+                assert at in (x[0], x[1])
+                at = x[1] if x[0] == at else x[0]
+                bott, lat_sum = min(bott, x[2]), lat_sum + x[3]
+            assert at == t and (bott, lat_sum, len(path)) == (bw[s, t], lat[s, t], hops[s, t])
     twin = route_kernel.py_func(d, np.array(a, np.int64), np.array(b, np.int64),
                                 np.array([x[2] for x in links]), np.array([x[3] for x in links]))
     for x, y in zip(twin, (bw, lat, hops), strict=True):

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dnnpart.devices import Device
 from dnnpart.devices.cluster import Link
+from dnnpart.devices.routing import route_path
 from dnnpart.devices.topology import cluster_from_links
 from dnnpart.graph.core import CONTROL, NORMAL, RESIDUAL, build_graph
 from dnnpart.simulate import emulate_makespan, emulate_ops, track_memory
@@ -53,6 +54,16 @@ def cases(draw):
     return g, cluster, np.array(a, np.int64), draw(st.booleans())
 
 
+def links_on_path(c, u, v):
+    """Directed physical links of the routed path from u to v (the routing rule's path)."""
+    out, at = [], u
+    for k in route_path([(x.a, x.b, x.bandwidth, x.latency) for x in c.links], c.n_devices, u, v):
+        x = c.links[k]
+        out.append((k, at))  # link k entered from `at`
+        at = x.b if x.a == at else x.a
+    return out
+
+
 def naive_emulation(g, c, a, contention):
     """Start and finish of every op by rounds over time, from the documented semantics."""
     n = g.n_nodes
@@ -87,10 +98,12 @@ def naive_emulation(g, c, a, contention):
                         seen.append(dv)
                 for dv in seen:
                     go = t
-                    if contention:
-                        go = max(go, channel.get((a[v], dv), -math.inf))
+                    held = links_on_path(c, int(a[v]), dv) if contention else []
+                    for res in held:
+                        go = max(go, channel.get(res, -math.inf))
                     arrive[(v, dv)] = go + c.latency[a[v], dv] + nbytes[(v, dv)] / c.bandwidth[a[v], dv]
-                    channel[(a[v], dv)] = arrive[(v, dv)]
+                    for res in held:
+                        channel[res] = arrive[(v, dv)]
             for dev in range(c.n_devices):
                 if running[dev] is not None:
                     continue
@@ -170,10 +183,12 @@ def test_kernel_equals_its_plain_python_twin(case):
     g, c, a, contention = case
     from dnnpart.evaluate.loads import node_times
     from dnnpart.simulate import transfer_bytes
+    from dnnpart.simulate.ops import contention_resources
 
     args = (g.succ_ptr.astype(np.int64), g.succ_idx.astype(np.int64),
             g.in_degree().astype(np.int64), a, node_times(g, c, a), transfer_bytes(g),
-            c.n_devices, c.bandwidth.copy(), c.latency.copy(), 1.0, contention)
+            c.n_devices, c.bandwidth.copy(), c.latency.copy(), 1.0, contention,
+            *contention_resources(g, c, a))
     for x, y in zip(emulate_kernel(*args), emulate_kernel.py_func(*args), strict=True):
         np.testing.assert_array_equal(x, y)
 
@@ -202,6 +217,25 @@ def test_one_transfer_per_tensor_and_destination_and_contention_serialises():
     assert free.start[ix[[1, 2, 4]]].tolist() == [3.0, 3.0, 2.0]  # 3 bytes for tensor 0
     busy = emulate_ops(g, c, a, contention=True)
     assert busy.start[ix[[1, 2, 4]]].tolist() == [3.0, 3.0, 5.0]  # tensor 3 waits for the link
+
+
+def test_contention_is_per_physical_link_of_the_routed_path():
+    # line g0 - g1 - g2: g0->g2 and g1->g2 share link 1-2; g0->g1 and g2->g1 share nothing
+    # with each other in the same direction
+    g = build_graph([0, 1, 2, 3], [0, 1], [2, 3], compute_time=[[0, 0]] * 4,
+                    edge_cost=[0.0] * 2, edge_bytes=[4.0, 4.0], memory_bytes=[0.0] * 4)
+    c = cluster_from_links([Device(name=f"g{i}", kind="accelerator") for i in range(3)],
+                           [Link(a=0, b=1, bandwidth=1.0), Link(a=1, b=2, bandwidth=1.0)],
+                           time_unit_s=1.0)
+    ix = g.index_of([0, 1, 2, 3])
+    a = np.zeros(4, np.int64)
+    a[ix] = [0, 1, 2, 2]  # 0 (g0) -> 2 (g2) and 1 (g1) -> 3 (g2)
+    free = emulate_ops(g, c, a)
+    assert free.start[ix[[2, 3]]].tolist() == [4.0, 4.0]
+    busy = emulate_ops(g, c, a, contention=True)
+    assert sorted(busy.start[ix[[2, 3]]].tolist()) == [4.0, 8.0]  # link 1-2 is shared
+    a[ix] = [0, 2, 1, 1]  # g0 -> g1 and g2 -> g1: different links, no waiting
+    assert emulate_ops(g, c, a, contention=True).start[ix[[2, 3]]].tolist() == [4.0, 4.0]
 
 
 def test_timeline_covers_ops_and_transfers():

@@ -22,7 +22,8 @@ def add_parsers(sub: Any, add_problem_args: Callable[[argparse.ArgumentParser], 
                    help="pipeline: stages (contiguous plans); ops: op-level emulation (paper 2); "
                         "auto: pipeline when the plan is contiguous, else ops")
     p.add_argument("--contention", action="store_true",
-                   help="ops: a device pair carries one transfer at a time")
+                   help="ops: every physical link of a transfer's routed path carries one "
+                        "transfer at a time (a device pair, where the matrices are given)")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
 

@@ -105,6 +105,9 @@ class Cluster:
     links : the physical topology the matrices were routed from
         (:func:`dnnpart.devices.topology.cluster_from_links`); empty when the matrices were
         given directly (paper 1's files, presets), which are then used as they are.
+    routed : whether the matrices were derived from ``links`` by the routing rule (then a
+        transfer's path is known: :func:`dnnpart.devices.routing.route_path`), rather than
+        given with the links kept for display (e.g. DGX-1, which does not forward NVLink).
 
     Examples
     --------
@@ -123,6 +126,7 @@ class Cluster:
     time_unit_s: float = 1e-3
     reference_bandwidth: float | None = None
     links: tuple[Link, ...] = ()
+    routed: bool = False
 
     def __post_init__(self) -> None:
         d = len(self.devices)

@@ -19,7 +19,9 @@ in a numba kernel (:func:`route_kernel`, plain-Python twin ``route_kernel.py_fun
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -158,3 +160,54 @@ def unreachable_pair(bandwidth: FloatArray) -> tuple[int, int] | None:
     """First pair ``(i, j)`` with no route (bandwidth 0 off the diagonal), or ``None``."""
     bad = np.argwhere(bandwidth <= 0)
     return None if bad.size == 0 else (int(bad[0, 0]), int(bad[0, 1]))
+
+
+def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices: int, a: int,
+               b: int, level: float | None = None) -> list[int]:
+    """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
+
+    ``cluster_links`` are ``(a, b, bandwidth, latency)``. Among paths of the best bottleneck,
+    least latency, then fewest hops, the first one found (deterministic). Used for link
+    contention, which needs the physical links a transfer crosses. ``level``: the pair's
+    widest bottleneck when known (a routed cluster's ``bandwidth[a, b]``), saving a routing.
+
+    Examples
+    --------
+    >>> route_path([(0, 1, 10.0, 1.0), (1, 2, 10.0, 1.0), (0, 2, 5.0, 0.0)], 3, 0, 2)
+    [0, 1]
+    """
+    if a == b:
+        return []
+    if level is None:
+        bw, _, _ = route(n_devices, [x[0] for x in cluster_links], [x[1] for x in cluster_links],
+                         [x[2] for x in cluster_links], [x[3] for x in cluster_links])
+        level = float(bw[a, b])
+    if level <= 0:
+        raise ValueError(f"no path from device {a} to device {b}")
+    adj: list[list[tuple[int, int]]] = [[] for _ in range(n_devices)]
+    for k, (u, v, w, _lat) in enumerate(cluster_links):
+        if w >= level:
+            adj[u].append((v, k))
+            adj[v].append((u, k))
+    best: dict[int, tuple[float, int]] = {a: (0.0, 0)}
+    parent: dict[int, tuple[int, int]] = {}
+    heap: list[tuple[float, int, int]] = [(0.0, 0, a)]
+    done: set[int] = set()
+    while heap:
+        dist, hops, u = heapq.heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        for v, k in adj[u]:
+            cand = (dist + cluster_links[k][3], hops + 1)
+            if v not in best or cand < best[v]:
+                best[v] = cand
+                parent[v] = (u, k)
+                heapq.heappush(heap, (cand[0], cand[1], v))
+    path: list[int] = []
+    v = b
+    while v != a:
+        u, k = parent[v]
+        path.append(k)
+        v = u
+    return path[::-1]

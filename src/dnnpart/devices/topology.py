@@ -93,7 +93,7 @@ def cluster_from_links(
         devices=tuple(devices), bandwidth=bw, latency=lat,
         group=np.zeros(d, np.int64) if group is None else np.asarray(group, np.int64),
         name=name, time_unit_s=time_unit_s, reference_bandwidth=reference_bandwidth,
-        links=tuple(links),
+        links=tuple(links), routed=True,
     )
 
 

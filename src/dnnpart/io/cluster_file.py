@@ -199,18 +199,6 @@ def _links(root: dict[str, Any], devices: list[Device]) -> tuple[Link, ...]:
     return tuple(out)
 
 
-def _routed(cluster: Cluster) -> bool:
-    """Whether the cluster's matrices are exactly what its links route to."""
-    if not cluster.links:
-        return False
-    from dnnpart.devices.routing import route
-
-    links = cluster.links
-    bw, lat, _ = route(cluster.n_devices, [x.a for x in links], [x.b for x in links],
-                       [x.bandwidth for x in links], [x.latency for x in links])
-    return bool(np.array_equal(bw, cluster.bandwidth) and np.array_equal(lat, cluster.latency))
-
-
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
     """The explicit form of :func:`parse_cluster` (``inf`` as text).
 
@@ -236,7 +224,7 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
                     for dev, scale, g in zip(cluster.devices, cluster.host_link_scale.tolist(),
                                              cluster.group.tolist(), strict=True)],
     }
-    if not _routed(cluster):  # matrices given (not derivable from links): store them
+    if not cluster.routed:  # matrices given (not derived from links): store them
         out["bandwidth"] = [[num(x) for x in row] for row in cluster.bandwidth.tolist()]
         out["latency"] = [[num(x) for x in row] for row in cluster.latency.tolist()]
     if cluster.reference_bandwidth is not None:

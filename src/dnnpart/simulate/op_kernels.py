@@ -66,7 +66,7 @@ def _pop(times: FloatArray, keys: IntArray, base: int, size: int) -> None:
 def emulate_kernel(
     succ_ptr: IntArray, succ_idx: IntArray, indeg_in: IntArray, dev: IntArray,
     dur: FloatArray, edge_bytes: FloatArray, n_dev: int, bw: FloatArray, lat: FloatArray,
-    unit_s: float, contention: bool,
+    unit_s: float, contention: bool, path_ptr: IntArray, path_res: IntArray, n_res: int,
 ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, IntArray, FloatArray, FloatArray, int]:
     """Emulate a framework scheduler; returns start, finish, ready and the transfers.
 
@@ -75,8 +75,11 @@ def emulate_kernel(
     whenever it is idle. When op ``u`` finishes, its tensor goes once to every other device
     holding a consumer (destinations in the order of their first consumer), taking
     ``latency + bytes / bandwidth`` of the routed pair (``bytes`` = the largest edge bytes to
-    that device) converted to graph time units by ``unit_s``. With ``contention`` a device pair
-    carries one transfer at a time, first come first served (ties: producer id).
+    that device) converted to graph time units by ``unit_s``. With ``contention`` every
+    resource on the pair's path (``path_res[path_ptr[p]:path_ptr[p+1]]`` for the pair
+    ``p = src * n_dev + dst``: directed physical links, or the pair itself) carries one
+    transfer at a time: a transfer starts when all of them are free and holds them all until
+    it arrives, first come first served (ties: producer id).
 
     Returns ``start, finish, ready, xfer_src, xfer_dst, xfer_start, xfer_end, n_xfer``; a
     negative ``n_xfer`` signals a cycle (never for a DAG built with ``build_graph``).
@@ -105,7 +108,7 @@ def emulate_kernel(
     qk = np.empty(n + 1, np.int64)
     qsize = np.zeros(n_dev, np.int64)
     busy = np.zeros(n_dev, np.bool_)
-    chan = np.zeros((n_dev, n_dev))
+    res_free = np.zeros(max(n_res, 1))
     dest_bytes = np.full(n_dev, -1.0)
     dest_arrive = np.zeros(n_dev)
     dests = np.empty(n_dev, np.int64)
@@ -143,10 +146,15 @@ def emulate_kernel(
             for i in range(nd):
                 dv = dests[i]
                 go = t
-                if contention and chan[du, dv] > go:
-                    go = chan[du, dv]
+                p = du * n_dev + dv
+                if contention:
+                    for q in range(path_ptr[p], path_ptr[p + 1]):
+                        if res_free[path_res[q]] > go:
+                            go = res_free[path_res[q]]
                 arrive = go + (lat[du, dv] + dest_bytes[dv] / bw[du, dv]) / unit_s
-                chan[du, dv] = arrive
+                if contention:
+                    for q in range(path_ptr[p], path_ptr[p + 1]):
+                        res_free[path_res[q]] = arrive
                 dest_arrive[dv] = arrive
                 xs[nx] = v
                 xd[nx] = dv

@@ -10,8 +10,10 @@ Semantics (``docs/simulate.md``; the paper leaves them loose, PAPER-NOTES):
   ``latency + bytes / bandwidth`` of the routed device pair (the cluster's matrices); bytes
   are the edge's ``edge_bytes``, or where unknown (``nan``) the producer's output bytes;
   edges out of ``control`` nodes carry latency only;
-* optional contention: a device pair carries one transfer at a time (FIFO); without it
-  transfers overlap freely (the fast path);
+* optional contention: every directed physical link on a transfer's routed path (or, for a
+  cluster whose matrices are given, the device pair) carries one transfer at a time; a
+  transfer starts when all its links are free and holds them until it arrives (first come,
+  first served); without it transfers overlap freely (the fast path);
 * memory per device over time by Eq. 2 (:mod:`dnnpart.simulate.memory`).
 """
 
@@ -99,6 +101,55 @@ def transfer_bytes(graph: Graph) -> FloatArray:
     return result
 
 
+def contention_resources(graph: Graph, cluster: Cluster,
+                         assignment: IntArray) -> tuple[IntArray, IntArray, int]:
+    """Per used device pair, the resources a transfer holds: ``(ptr, res, n_res)`` CSR.
+
+    A routed cluster (``cluster.routed``): the directed physical links of the pair's routed
+    path (:func:`~dnnpart.devices.routing.route_path`; link ``k`` crossed from its ``a`` to
+    its ``b`` is resource ``2k``, the other way ``2k + 1``: links are full duplex). Otherwise
+    (matrices given): the directed pair itself.
+
+    Examples
+    --------
+    >>> from dnnpart.devices.topology import mesh2d
+    >>> from dnnpart.testing import chain_graph
+    >>> ptr, res, n = contention_resources(chain_graph(2), mesh2d(x=1, y=3), np.array([0, 2]))
+    >>> res[ptr[2]:ptr[3]].tolist(), n                   # acc0 -> acc2 crosses links 0 and 1
+    ([0, 2], 4)
+    """
+    from dnnpart.devices.routing import route_path
+
+    d = cluster.n_devices
+    src = graph.edge_sources()
+    pairs = np.unique(assignment[src] * d + assignment[graph.succ_idx])
+    paths: dict[int, list[int]] = {}
+    links = [(x.a, x.b, x.bandwidth, x.latency) for x in cluster.links]
+    for p in pairs.tolist():
+        u, v = divmod(p, d)
+        if u == v:
+            continue
+        if cluster.routed:
+            hops = route_path(links, d, u, v, float(cluster.bandwidth[u, v]))
+            at, res = u, []
+            for k in hops:  # direction of each hop along the path
+                x = cluster.links[k]
+                res.append(2 * k if x.a == at else 2 * k + 1)
+                at = x.b if x.a == at else x.a
+            paths[p] = res
+        else:
+            paths[p] = [p]
+    counts = np.zeros(d * d + 1, np.int64)
+    for p, res in paths.items():
+        counts[p + 1] = len(res)
+    ptr = np.cumsum(counts)
+    flat = np.zeros(int(ptr[-1]), np.int64)
+    for p, res in paths.items():
+        flat[ptr[p]:ptr[p + 1]] = res
+    n_res = 2 * len(cluster.links) if cluster.routed else d * d
+    return ptr, flat, n_res
+
+
 def _inputs(graph: Graph, cluster: Cluster, assignment: npt.ArrayLike) -> tuple[IntArray, FloatArray]:
     a = np.asarray(assignment, dtype=np.int64).reshape(-1)
     if a.shape != (graph.n_nodes,):
@@ -137,11 +188,15 @@ def emulate_ops(
     """
     a, dur = _inputs(graph, cluster, assignment)
     d = cluster.n_devices
+    if contention:
+        path_ptr, path_res, n_res = contention_resources(graph, cluster, a)
+    else:
+        path_ptr, path_res, n_res = np.zeros(d * d + 1, np.int64), np.zeros(0, np.int64), 0
     start, finish, ready, xs, xd, xb, xe, nx = emulate_kernel(
         graph.succ_ptr.astype(np.int64), graph.succ_idx.astype(np.int64),
         graph.in_degree().astype(np.int64), a, dur, transfer_bytes(graph), d,
         np.ascontiguousarray(cluster.bandwidth), np.ascontiguousarray(cluster.latency),
-        float(cluster.time_unit_s), bool(contention),
+        float(cluster.time_unit_s), bool(contention), path_ptr, path_res, n_res,
     )
     if nx < 0:
         raise ValueError("the graph has a cycle; the emulator needs a DAG")
