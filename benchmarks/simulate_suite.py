@@ -8,6 +8,7 @@ input and building the stage's input are timed apart from the measured work:
   accelerator time get one) over 16 devices (``torus2d:x=4,y=4``), nodes cut into 16
   topological blocks with 5% moved at random; memory tracked (peaks) -- target <= 5 s, <= 1 GB;
 * ``ops_curves``: the same with per-device memory curves (what ``dnnpart simulate`` draws);
+* ``ops_contention``: the same with link contention along the routed paths;
 * ``pipeline``: 64 stages x 8 replicas on a 512-device 3-D torus, 128 micro-batches per
   replica (1,024 per step), GPipe and 1F1B -- target <= 2 s each;
 * ``torus512``: build ``torus3d:x=8,y=8,z=8`` and route all pairs -- target <= 5 s.
@@ -40,6 +41,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 STAGES = {
     "ops": ("op emulator, no contention, peaks only (200k nodes / 1M edges, 16 devices)", 5.0, 1024.0),
     "ops_curves": ("op emulator, no contention, with memory curves", None, None),
+    "ops_contention": ("op emulator, link contention on the routed paths, peaks only", None, None),
     "pipeline_gpipe": ("pipeline, 64 stages x 8 replicas x 128 micro-batches, GPipe", 2.0, None),
     "pipeline_1f1b": ("pipeline, 64 stages x 8 replicas x 128 micro-batches, 1F1B", 2.0, None),
     "torus512": ("512-device 3-D torus: build + route all pairs", 5.0, None),
@@ -48,6 +50,14 @@ STAGES = {
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_now_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _graph(n: int, m: int) -> Any:
@@ -98,11 +108,12 @@ def run_stage(stage: str, opts: dict[str, Any]) -> dict[str, Any]:
     moved = rng.random(g.n_nodes) < 0.05
     a[moved] = rng.integers(0, 16, size=int(moved.sum()))
     base = _peak_mb()
+    now = _rss_now_mb()
     t = time.perf_counter()
-    s = emulate_ops(g, c, a, curves=stage == "ops_curves")
+    s = emulate_ops(g, c, a, curves=stage == "ops_curves", contention=stage == "ops_contention")
     wall = time.perf_counter() - t
     return {"wall_s": wall, "rss_input_mb": base,
-            "note": f"{g.n_nodes:,} nodes, {g.n_edges:,} edges, {s.transfers[0].shape[0]:,} "
+            "note": f"RSS {now:.0f} MB before the run; {g.n_nodes:,} nodes, {g.n_edges:,} edges, {s.transfers[0].shape[0]:,} "
                     f"transfers, makespan {s.makespan:,.0f}"}
 
 
