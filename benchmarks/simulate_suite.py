@@ -113,8 +113,8 @@ def run_stage(stage: str, opts: dict[str, Any]) -> dict[str, Any]:
     s = emulate_ops(g, c, a, curves=stage == "ops_curves", contention=stage == "ops_contention")
     wall = time.perf_counter() - t
     return {"wall_s": wall, "rss_input_mb": base,
-            "note": f"RSS {now:.0f} MB before the run; {g.n_nodes:,} nodes, {g.n_edges:,} edges, {s.transfers[0].shape[0]:,} "
-                    f"transfers, makespan {s.makespan:,.0f}"}
+            "note": f"RSS {now:.0f} MB before the run; {g.n_nodes:,} nodes, {g.n_edges:,} edges, "
+                    f"{s.transfers[0].shape[0]:,} transfers, makespan {s.makespan:,.0f}"}
 
 
 def main(argv: list[str] | None = None) -> int:
