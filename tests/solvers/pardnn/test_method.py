@@ -37,3 +37,43 @@ def test_reported_objective_is_the_evaluators_and_deterministic(method: str) -> 
     assert a.objective == dnnpart.evaluate(p, a.plan).objective
     assert np.array_equal(a.plan.assignment, b.plan.assignment)
     assert a.bound is not None and a.bound <= a.objective + 1e-9
+
+
+def test_heuristic_one_success_is_reverified_by_the_emulator() -> None:
+    import dataclasses
+
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.graph import NORMAL, RESIDUAL, build_graph
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.simulate import emulate_ops
+    from dnnpart.solvers import solve
+
+    rng = np.random.default_rng(1)
+    outcomes = set()
+    for trial in range(12):
+        n = 60
+        cls = np.where(np.arange(n) < 10, RESIDUAL, NORMAL)
+        pairs = [(int(u), v) for v in range(10, n) for u in rng.choice(v, size=2, replace=False)]
+        src, dst = zip(*pairs, strict=True)
+        g = build_graph(
+            np.arange(n), src, dst, compute_time=np.c_[rng.integers(1, 9, n), rng.integers(1, 9, n)],
+            edge_cost=np.ones(len(src)), output_bytes=rng.integers(1, 9, n) * 1e6,
+            param_bytes=np.where(cls == RESIDUAL, rng.integers(10, 90, n) * 1e6, 0), memory_class=cls,
+        )
+        base = resolve_cluster("4xV100").cluster
+        first = solve(Problem(graph=g, cluster=base, objective=Objective(kind="makespan")), "pardnn",
+                      memory_heuristic="none")
+        peak = float(emulate_ops(g, base, first.plan.assignment, curves=False).peak_memory.max())
+        cap = (0.5 + 0.05 * trial) * peak
+        cl = dataclasses.replace(base, devices=tuple(dataclasses.replace(d, memory_bytes=cap / 0.9)
+                                                     for d in base.devices))
+        r = solve(Problem(graph=g, cluster=cl, objective=Objective(kind="makespan")), "pardnn",
+                  memory_heuristic=1)
+        peaks = emulate_ops(g, cl, r.plan.assignment, curves=False).peak_memory
+        if r.stats["heuristic1_success"]:
+            assert np.all(peaks <= cap * (1 + 1e-12))
+            outcomes.add("success")
+        else:
+            assert "overflows by" in r.stats["heuristic1_failure"]
+            outcomes.add("failure")
+    assert "success" in outcomes

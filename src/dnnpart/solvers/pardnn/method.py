@@ -123,10 +123,15 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
 )
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
-    memory_heuristic: str = "2", memory_fraction: float = MEMORY_FRACTION,
-    cp_split_threshold: float | None = CP_SPLIT_THRESHOLD, **_: Any,
+    memory_heuristic: str | int = "2", memory_fraction: float = MEMORY_FRACTION,
+    cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
+    memory_heuristic = str(memory_heuristic)  # --set memory_heuristic=1 arrives as an int
+    if isinstance(cp_split_threshold, str) and cp_split_threshold.lower() in ("none", "off"):
+        cp_split_threshold = None
+    if not 0 < float(memory_fraction) <= 1:
+        raise ValueError(f"memory_fraction must lie in (0, 1], got {memory_fraction!r}")
     graph = problem.graph
     costs, lay = problem_costs(problem)
     res, nor = node_memory(graph)
