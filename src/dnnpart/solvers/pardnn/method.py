@@ -128,8 +128,12 @@ def solve_pardnn(
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
     memory_heuristic = str(memory_heuristic)  # --set memory_heuristic=1 arrives as an int
-    if isinstance(cp_split_threshold, str) and cp_split_threshold.lower() in ("none", "off"):
-        cp_split_threshold = None
+    threshold: float | None
+    if cp_split_threshold is None or (isinstance(cp_split_threshold, str)
+                                      and cp_split_threshold.lower() in ("none", "off")):
+        threshold = None
+    else:
+        threshold = float(cp_split_threshold)
     if not 0 < float(memory_fraction) <= 1:
         raise ValueError(f"memory_fraction must lie in (0, 1], got {memory_fraction!r}")
     graph = problem.graph
@@ -139,7 +143,7 @@ def solve_pardnn(
     fixed = _local_fixed(graph, lay)
     step1 = "none" if memory_heuristic == "1" else memory_heuristic
     result = pardnn(costs, lay.k, res_mem=res, nor_mem=nor, variable=variable, fixed=fixed,
-                    memory_heuristic=step1, cp_split_threshold=cp_split_threshold)
+                    memory_heuristic=step1, cp_split_threshold=threshold)
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
     if memory_heuristic == "1":
