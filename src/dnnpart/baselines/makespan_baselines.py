@@ -16,7 +16,7 @@ from dnnpart.baselines.linear_clustering import linear_clustering
 from dnnpart.baselines.round_robin import round_robin
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.pardnn.constraints import fixed_devices, follow_variables, reference_variables
+from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices, follow_variables
 from dnnpart.solvers.pardnn.inputs import IntArray
 from dnnpart.solvers.pardnn.method import makespan_bound, problem_costs, registered
 from dnnpart.solvers.registry import Progress, Stopwatch
@@ -27,7 +27,7 @@ def _finish(problem: Problem, device: IntArray, name: str, clock: Stopwatch, **s
     _, lay = problem_costs(problem)
     fixed = fixed_devices(problem.graph, lay.kinds)
     device = np.where(fixed >= 0, fixed, device)
-    follow_variables(device, np.where(fixed < 0, reference_variables(problem.graph), -1))
+    follow_variables(device, np.where(fixed < 0, colocation_leaders(problem.graph), -1))
     plan = Plan(assignment=lay.to_global[device].astype(np.int32))
     return result_from_plan(problem, plan, method=name, clock=clock, proven=False,
                             bound=makespan_bound(problem), search_space="placements", **stats)

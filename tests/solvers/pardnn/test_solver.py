@@ -88,3 +88,28 @@ def test_heuristic_two_moves_only_residual_nodes() -> None:
         changed = np.flatnonzero(plain != balanced)
         cls = g.memory_classes()
         assert np.all(np.isin(cls[changed], [RESIDUAL, REFERENCE]))
+
+
+def test_colocation_classes_and_reference_groups_share_a_device() -> None:
+    from dnnpart.solvers.pardnn.constraints import colocation_leaders
+
+    rng = np.random.default_rng(5)
+    for seed in range(15):
+        g0 = training_like_graph(seed)
+        n = g0.n_nodes
+        color = np.where(rng.random(n) < 0.3, rng.integers(0, 4, n), -1)
+        g = build_graph(
+            g0.original_ids, g0.original_ids[g0.edge_sources()], g0.original_ids[g0.succ_idx],
+            compute_time=g0.compute_time, edge_cost=g0.edge_cost, memory_class=g0.memory_class,
+            param_bytes=g0.param_bytes, output_bytes=g0.output_bytes, color_class=color[g0.original_ids],
+        )
+        leaders = colocation_leaders(g)
+        for heuristic in ("none", "2"):
+            device = pardnn_graph(g, 3, memory_heuristic=heuristic).device
+            for c in np.unique(g.color_class[g.color_class >= 0]):
+                assert len(set(device[g.color_class == c].tolist())) == 1
+            follow = np.flatnonzero(leaders >= 0)
+            assert np.all(device[follow] == device[leaders[follow]])
+            var = reference_variables(g)
+            refs = np.flatnonzero(var >= 0)
+            assert np.all(device[refs] == device[var[refs]])

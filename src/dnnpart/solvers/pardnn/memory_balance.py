@@ -71,6 +71,8 @@ def balance_residuals(
 ) -> int:
     """Move residual nodes until Eq. 5 holds (in place); returns the number of nodes moved.
 
+    A node with ``variable >= 0`` follows its leader and never moves alone.
+
     Examples
     --------
     >>> import numpy as np
@@ -92,7 +94,7 @@ def balance_residuals(
         unit_res[owner] += res[refs].sum()
         unit_nor[owner] += nor[refs].sum()
     frac = unit_res / tot_r + (unit_nor / tot_n if tot_n > 0 else 0.0)
-    cand = np.flatnonzero(res > 0)
+    cand = np.flatnonzero((res > 0) & (variable < 0)) if variable is not None else np.flatnonzero(res > 0)
     cand = cand[np.lexsort((cand, -res[cand], -need_time[cand]))]
     queues = [list(cand[device[cand] == d][::-1]) for d in range(k)]  # pop() = best first
     s = list(shares(device, res, nor, k))

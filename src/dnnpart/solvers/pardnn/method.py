@@ -24,7 +24,7 @@ import numpy as np
 from dnnpart.graph import Graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import OBJECTIVE_KINDS, Problem
-from dnnpart.solvers.pardnn.constraints import fixed_devices, reference_variables
+from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices
 from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.levels import critical_path_length
 from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memory
@@ -139,7 +139,7 @@ def solve_pardnn(
     graph = problem.graph
     costs, lay = problem_costs(problem)
     res, nor = node_memory(graph)
-    variable = reference_variables(graph)
+    variable = colocation_leaders(graph)
     fixed = _local_fixed(graph, lay)
     step1 = "none" if memory_heuristic == "1" else memory_heuristic
     result = pardnn(costs, lay.k, res_mem=res, nor_mem=nor, variable=variable, fixed=fixed,

@@ -15,7 +15,7 @@ import numpy as np
 
 from dnnpart.graph import Graph
 from dnnpart.solvers.pardnn import kernels as kern
-from dnnpart.solvers.pardnn.constraints import fixed_devices, follow_variables, reference_variables
+from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices, follow_variables
 from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.mapping import lflam
 from dnnpart.solvers.pardnn.memory_balance import (
@@ -54,7 +54,8 @@ def pardnn(
     Parameters
     ----------
     res_mem, nor_mem : residual / normal bytes per node (zeros when absent).
-    variable : node -> residual node it must sit with (reference ops), ``-1`` = free.
+    variable : node -> the node it must sit with (reference ops, colocation groups; see
+        :func:`~dnnpart.solvers.pardnn.constraints.colocation_leaders`), ``-1`` = free.
     fixed : node -> device for pinned nodes, ``-1`` = free.
 
     Examples
@@ -134,7 +135,7 @@ def pardnn_graph(
     costs = Costs.from_graph(graph)
     res, nor = node_memory(graph)
     return pardnn(
-        costs, k, res_mem=res, nor_mem=nor, variable=reference_variables(graph),
+        costs, k, res_mem=res, nor_mem=nor, variable=colocation_leaders(graph),
         fixed=fixed_devices(graph, kinds), memory_heuristic=memory_heuristic,
         cp_split_threshold=cp_split_threshold,
     )
