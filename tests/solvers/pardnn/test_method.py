@@ -77,3 +77,24 @@ def test_heuristic_one_success_is_reverified_by_the_emulator() -> None:
             assert "overflows by" in r.stats["heuristic1_failure"]
             outcomes.add("failure")
     assert "success" in outcomes
+
+
+def test_auto_keeps_step_one_when_it_fits_and_runs_heuristic_one_otherwise() -> None:
+    import dataclasses
+
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.io import load_problem
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.solvers import solve
+
+    g = load_problem("zoo:resnet18-training").graph
+    roomy = resolve_cluster("4xV100").cluster
+    r = solve(Problem(graph=g, cluster=roomy, objective=Objective(kind="makespan")), "pardnn")
+    plain = solve(Problem(graph=g, cluster=roomy, objective=Objective(kind="makespan")), "pardnn",
+                  memory_heuristic="none")
+    assert r.stats["auto_fits_without_heuristic"] and "heuristic1_success" not in r.stats
+    assert np.array_equal(r.plan.assignment, plain.plan.assignment)
+    tight = dataclasses.replace(roomy, devices=tuple(dataclasses.replace(d, memory_bytes=1e6)
+                                                     for d in roomy.devices))
+    r2 = solve(Problem(graph=g, cluster=tight, objective=Objective(kind="makespan")), "pardnn")
+    assert not r2.stats["auto_fits_without_heuristic"] and "heuristic1_success" in r2.stats
