@@ -1,8 +1,9 @@
 """PARDNN end to end (paper 2): slicing, optional CP split, LFLAM, constraints, memory heuristic.
 
-``memory_heuristic``: ``"2"`` (residual balancing and critical-path split, §3.2.2),
-``"none"``; ``"1"`` (the emulator-driven overflow handler of §3.2.1) needs the op-level
-emulator of ``dnnpart.simulate`` and is refused until that layer exists.
+``memory_heuristic``: ``"2"`` (residual balancing and critical-path split, §3.2.2) or
+``"none"``. Heuristic I (§3.2.1) needs a cluster and the op-level emulator: it runs in
+``--method pardnn`` (:mod:`dnnpart.solvers.pardnn.method`) or through
+:func:`dnnpart.solvers.pardnn.overflow.heuristic_one`.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def pardnn(
         )
     if memory_heuristic == "1":
         raise ValueError(
-            "memory_heuristic=1 needs the op-level emulator (dnnpart.simulate), not available yet"
+            "memory_heuristic=1 needs a cluster and the op-level emulator: use --method pardnn "
+            "or dnnpart.solvers.pardnn.overflow.heuristic_one"
         )
     n = costs.n
     zeros = np.zeros(n)
