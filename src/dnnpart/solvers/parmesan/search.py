@@ -91,6 +91,8 @@ class SearchSpace:
     gt_other: IntArray
     inv: FloatArray
     lat: FloatArray
+    fut: FloatArray
+    dmin: FloatArray
 
 
 def search_order(terms: Terms, n: int) -> IntArray:
@@ -191,6 +193,26 @@ def build_search_space(
     chk_dir = (pa >= pb).astype(np.int64)[idx]
     s_n = stages.n_stages
     pairs = _symmetry_pairs(stages, topo, terms, pos) if symmetry else []
+    # forward-check data (see the kernel): later terms per earlier position, cheapest links
+    fut = np.zeros((n, 4))
+    early = np.minimum(pa, pb)
+    sender = pa < pb
+    for e in range(terms.a.shape[0]):
+        c = 0 if sender[e] else 2
+        j = int(early[e])
+        if terms.combine == "sum":
+            fut[j, c] += terms.weight[e]
+            fut[j, c + 1] += terms.n_lat[e]
+        else:
+            fut[j, c] = max(fut[j, c], terms.weight[e])
+            fut[j, c + 1] = max(fut[j, c + 1], terms.n_lat[e])
+    off = ~np.eye(n, dtype=np.bool_)
+    inv_off = np.where(off, topo.inv_bandwidth, np.inf)
+    lat_off = np.where(off, topo.latency, np.inf)
+    dmin = np.stack([inv_off.min(axis=1), lat_off.min(axis=1), inv_off.min(axis=0),
+                     lat_off.min(axis=0)], axis=1) if n > 1 else np.zeros((n, 4))
+    # no route at all out of / into a device: a huge finite cost keeps 0 * cost = 0
+    dmin = np.minimum(dmin, 1e300)
     gptr, gidx = _csr(n, [p[0] for p in pairs])
     gt_other = np.array([p[1] for p in pairs], np.int64)[gidx] if pairs else np.zeros(0, np.int64)
     return SearchSpace(
@@ -201,6 +223,7 @@ def build_search_space(
         chk_base=stages.compute[terms.stage[idx]].astype(np.float64) if idx.size else np.zeros(0),
         gt_ptr=gptr, gt_other=gt_other,
         inv=np.ascontiguousarray(topo.inv_bandwidth), lat=np.ascontiguousarray(topo.latency),
+        fut=fut, dmin=np.ascontiguousarray(dmin),
     )
 
 
@@ -226,8 +249,8 @@ def feasible(
         chunk = _CHUNK if node_limit is None else max(1, min(_CHUNK, node_limit - total))
         status, nodes = fn(n, space.mode, float(t), space.base, space.chk_ptr, space.chk_other,
                            space.chk_w, space.chk_nl, space.chk_dir, space.chk_base,
-                           space.gt_ptr, space.gt_other, space.inv, space.lat, state, dev_at,
-                           used, loads, cand, ncand, ci, chunk)
+                           space.gt_ptr, space.gt_other, space.inv, space.lat, space.fut,
+                           space.dmin, state, dev_at, used, loads, cand, ncand, ci, chunk)
         total += int(nodes)
         if status != STATUS_BUDGET:
             break
