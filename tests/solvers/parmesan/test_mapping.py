@@ -41,6 +41,8 @@ def _check_against_brute(seed: int, kind: str) -> None:
         assert res.status == Status.INFEASIBLE and res.device_of is None
         return
     assert lb <= opt * (1 + 1e-12) + 1e-12  # Eq. 8 / 9 never exceed the optimum
+    strong = lower_bound(stages, topo, kind, matching=True)  # type: ignore[arg-type]
+    assert lb <= strong <= opt * (1 + 1e-12) + 1e-12
     assert res.status == Status.OPTIMAL
     assert res.device_of is not None
     # the reported objective is the evaluator's value of the returned mapping

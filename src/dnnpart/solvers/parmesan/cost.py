@@ -18,6 +18,10 @@ Choices where the paper is silent (also in ``docs/parmesan.md``):
   (rearrangement inequality), only the assignment stays exact with latency terms or with
   different directions to one neighbour. **Eq. 9** for ``R >= 3`` picks the two ring
   neighbours among the two cheapest devices of each side (exact for a min of a max).
+* **Matching bound** (an addition): Eqs. 8-9 take, per stage, its best device, even when
+  several stages want the same one. The search starts from the bottleneck assignment over the
+  same per-(stage, device) values instead (each of the ``D`` vertices on its own device),
+  which is a valid bound at least as high.
 """
 
 from __future__ import annotations
@@ -205,25 +209,15 @@ def _pair_matrix(topo: Topology, w: float, n_lat: float) -> FloatArray:
     return np.asarray(t, dtype=np.float64)
 
 
-def lower_bound_p2p(stages: PipelineStages, topo: Topology) -> float:
-    """Eq. 8: ``max_s c_u(s) + min_d min_{injective p} sum_{s' in adj(s)} M / B(d, p(s'))``.
-
-    Examples
-    --------
-    >>> st = PipelineStages(compute=[0, 0, 0], param_bytes=[0, 0, 0],
-    ...                     comm_bytes=[[0, 1, 0], [0, 0, 1], [0, 0, 0]])
-    >>> topo = Topology.from_matrices([[0, 1, 2], [1, 0, 4], [2, 4, 0]])
-    >>> lower_bound_p2p(st, topo)  # the middle stage on device 2: 1/2 + 1/4
-    0.75
-    """
+def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
+    """``(S, D)``: ``c_u(s)`` plus Eq. 8's inner minimum for stage ``s`` on device ``d``."""
     d_n = topo.n_devices
     comm = stages.comm_bytes
-    best = float(stages.compute.max())
+    table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
     for s in range(stages.n_stages):
         nbrs = [t for t in range(stages.n_stages) if t != s and (comm[s, t] > 0 or comm[t, s] > 0)]
         if not nbrs:
             continue
-        per_d = np.full(d_n, np.inf)
         mats = [(_pair_matrix(topo, float(comm[s, t]), 1.0) if comm[s, t] > 0 else None,
                  _pair_matrix(topo, float(comm[t, s]), 1.0) if comm[t, s] > 0 else None)
                 for t in nbrs]
@@ -238,9 +232,89 @@ def lower_bound_p2p(stages: PipelineStages, topo: Topology) -> float:
             finite = np.where(np.isfinite(cost), cost, _BIG)
             rows, cols = linear_sum_assignment(finite)
             val = float(finite[rows, cols].sum())
-            per_d[d] = np.inf if val >= _BIG else val
-        best = max(best, float(stages.compute[s]) + float(per_d.min()))
-    return best
+            table[s, d] += np.inf if val >= _BIG else val
+    return table
+
+
+def allreduce_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
+    """``(S, D)``: ``c_u(s)`` plus Eq. 9's ``c_AR^min(s, d)``."""
+    r_n, d_n = stages.replicas, topo.n_devices
+    table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
+    if r_n < 2:
+        return table
+    ring = ring_weight(stages)
+    for s in range(stages.n_stages):
+        if ring[s] == 0:
+            continue
+        pm = _pair_matrix(topo, float(ring[s]), 2.0 * (r_n - 1))
+        for d in range(d_n):
+            a = pm[:, d].copy()  # previous replica -> d
+            b = pm[d, :].copy()  # d -> next replica
+            a[d] = np.inf
+            b[d] = np.inf
+            if r_n == 2:
+                table[s, d] += float(np.maximum(a, b).min())
+                continue
+            ea = np.argsort(a, kind="stable")[:2]
+            fb = np.argsort(b, kind="stable")[:2]
+            table[s, d] += min(max(float(a[e]), float(b[f])) for e in ea for f in fb if e != f)
+    return table
+
+
+def device_table(stages: PipelineStages, topo: Topology, kind: Instantiation) -> FloatArray:
+    """Per stage and device, a lower bound on the stage time of a replica placed there."""
+    if kind == "p2p":
+        return p2p_device_table(stages, topo)
+    return allreduce_device_table(stages, topo)
+
+
+def matching_bound(stages: PipelineStages, table: FloatArray) -> float:
+    """Bottleneck assignment over ``table``: the least ``t`` such that every vertex (``R``
+    per stage) gets its own device with ``table[s, d] <= t``. At least Eqs. 8-9's
+    ``max_s min_d table[s, d]`` (those let stages share their best device).
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[0, 0], param_bytes=[0, 0], comm_bytes=[[0, 0], [0, 0]])
+    >>> matching_bound(st, np.array([[1.0, 5.0], [2.0, 9.0]]))  # both like device 0
+    5.0
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    rows = np.repeat(table, stages.replicas, axis=0)
+    values = np.unique(rows[np.isfinite(rows)])
+    if values.size == 0:
+        return float("inf")
+
+    def ok(t: float) -> bool:
+        m = maximum_bipartite_matching(csr_matrix(rows <= t), perm_type="column")
+        return bool(np.all(m >= 0))
+
+    if not ok(float(values[-1])):
+        return float("inf")
+    lo, hi = 0, values.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(float(values[mid])):
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(values[lo])
+
+
+def lower_bound_p2p(stages: PipelineStages, topo: Topology) -> float:
+    """Eq. 8: ``max_s c_u(s) + min_d min_{injective p} sum_{s' in adj(s)} M / B(d, p(s'))``.
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[0, 0, 0], param_bytes=[0, 0, 0],
+    ...                     comm_bytes=[[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    >>> topo = Topology.from_matrices([[0, 1, 2], [1, 0, 4], [2, 4, 0]])
+    >>> lower_bound_p2p(st, topo)  # the middle stage on device 2: 1/2 + 1/4
+    0.75
+    """
+    return float(max(float(stages.compute.max()), p2p_device_table(stages, topo).min(axis=1).max()))
 
 
 def lower_bound_allreduce(stages: PipelineStages, topo: Topology) -> float:
@@ -254,33 +328,18 @@ def lower_bound_allreduce(stages: PipelineStages, topo: Topology) -> float:
     >>> lower_bound_allreduce(st, topo)  # 1 + 2*(2-1)*4/2 / 2
     3.0
     """
-    r_n, d_n = stages.replicas, topo.n_devices
-    best = float(stages.compute.max())
-    if r_n < 2:
-        return best
-    ring = ring_weight(stages)
-    for s in range(stages.n_stages):
-        if ring[s] == 0:
-            continue
-        pm = _pair_matrix(topo, float(ring[s]), 2.0 * (r_n - 1))
-        per_d = np.full(d_n, np.inf)
-        for d in range(d_n):
-            a = pm[:, d].copy()  # previous replica -> d
-            b = pm[d, :].copy()  # d -> next replica
-            a[d] = np.inf
-            b[d] = np.inf
-            if r_n == 2:
-                per_d[d] = float(np.maximum(a, b).min())
-                continue
-            ea = np.argsort(a, kind="stable")[:2]
-            fb = np.argsort(b, kind="stable")[:2]
-            per_d[d] = min(max(float(a[e]), float(b[f])) for e in ea for f in fb if e != f)
-        best = max(best, float(stages.compute[s]) + float(per_d.min()))
-    return best
+    return float(allreduce_device_table(stages, topo).min(axis=1).max())
 
 
-def lower_bound(stages: PipelineStages, topo: Topology, kind: Instantiation) -> float:
-    """Eq. 8 or Eq. 9 for the chosen instantiation."""
+def lower_bound(
+    stages: PipelineStages, topo: Topology, kind: Instantiation, *, matching: bool = False
+) -> float:
+    """Eq. 8 or Eq. 9 for the chosen instantiation; with ``matching=True`` the bottleneck
+    assignment over the same per-device values (:func:`matching_bound`), never lower."""
+    table = device_table(stages, topo, kind)
+    paper = float(table.min(axis=1).max())
     if kind == "p2p":
-        return lower_bound_p2p(stages, topo)
-    return lower_bound_allreduce(stages, topo)
+        paper = max(paper, float(stages.compute.max()))
+    if not matching:
+        return paper
+    return max(paper, matching_bound(stages, table))

@@ -1,7 +1,8 @@
 """Phase 2: optimal stage-to-device mapping by binary search over a DFS (Alg. 1).
 
 The outer loop keeps an interval ``[lower, upper]`` holding the optimum of Eq. 5 under the
-chosen instantiation: ``lower`` starts at Eq. 8 / Eq. 9, ``upper`` at the best of the CS,
+chosen instantiation: ``lower`` starts at Eq. 8 / Eq. 9 strengthened by a bottleneck
+assignment (:func:`~.cost.matching_bound`), ``upper`` at the best of the CS,
 p2p-first and random mappings. Each round tests ``threads`` targets that divide the interval
 evenly (one target per worker process; with one worker this is plain bisection): a target
 with a mapping found lowers ``upper`` to that mapping's max stage time, a target proven
@@ -365,7 +366,7 @@ def map_stages(
     if deterministic and node_limit is None:
         node_limit = 2_000_000
     space = build_search_space(stages, topo, kind, symmetry=symmetry)
-    lower = lower_bound(stages, topo, kind)
+    lower = lower_bound(stages, topo, kind, matching=True)
     initial_bound = lower
     candidates = {"cs": cs_mapping(stages), "p2p-first": p2p_first_mapping(stages),
                   "random": random_mapping(stages, seed)}
