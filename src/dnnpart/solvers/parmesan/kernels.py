@@ -13,13 +13,17 @@ partial times; since every term is non-negative, a partial time above ``t`` alre
 infeasibility (this checks a stage as soon as any of its terms is known, which prunes no less
 than checking it when its last term becomes known). Under Eq. 7 (``mode = 1``) a stage's time
 is ``c_u`` plus the max of its ring terms, so each ring term is checked on its own.
-Forward checking: ``fut[k]`` holds the weights (bytes, latency counts) of the terms of position
-``k`` checked later, as sender (columns 0, 1) and as receiver (2, 3), summed under Eq. 6 and
-maxed under Eq. 7; ``dmin[d]`` the cheapest inverse bandwidth and latency out of (0, 1) and into
-(2, 3) device ``d``. Under Eq. 6 a placed vertex's partial time includes that cheapest cost of
-its unplaced terms, replaced by the real cost when a term is placed; under Eq. 7 a ring term
-that cannot fit from ``d`` even at the cheapest link rejects ``d``. Both are lower bounds, so the
-search stays exact.
+Forward checking. Under Eq. 6 a placed vertex's partial time includes a lower bound on its
+terms whose other end is not placed yet: ``res_tab[res_ptr[j] + m, d]`` is the cheapest those
+terms (all but the first ``m`` of them, in the order the search realises them) can cost from
+device ``d`` on distinct other devices (largest bytes on the cheapest links, by the
+rearrangement inequality, plus the cheapest latency per transfer). When a term becomes real
+(chk entry ``e``, event row ``ev_row[e]``) the reservation shrinks by the difference of two rows
+and the real cost is added. Under Eq. 7, ``fut[k]`` holds the largest weights (bytes, latency
+counts) of the ring terms of position ``k`` placed later, as sender (columns 0, 1) and receiver
+(2, 3), and ``dmin[d]`` the cheapest inverse bandwidth and latency out of (0, 1) and into (2, 3)
+device ``d``: a ring term that cannot fit even over ``d``'s cheapest link rejects ``d``. Both
+are lower bounds, so the search stays exact.
 Symmetry breaking: ``gt_*`` lists, per position, earlier positions whose device must be
 smaller. Candidate devices of a position are tried cheapest first (added time), ties by
 device id.
@@ -36,8 +40,8 @@ STATUS_INFEASIBLE, STATUS_FOUND, STATUS_BUDGET = 0, 1, 2
 
 @kernel
 def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_dir, chk_base,  # type: ignore[no-untyped-def]
-                 gt_ptr, gt_other, inv, lat, fut, dmin, state, dev_at, used, loads, cand,
-                 ncand, ci, max_nodes):
+                 gt_ptr, gt_other, inv, lat, fut, dmin, res_ptr, ev_row, res_tab, state,
+                 dev_at, used, loads, cand, ncand, ci, max_nodes):
     """Run (or resume) the search; returns ``(status, nodes expanded in this call)``.
 
     ``state[0]`` is the current position, ``state[1]`` is 0 before the first call. On
@@ -81,13 +85,13 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
                     dj = dev_at[chk_other[e]]
                     if chk_dir[e] == 1:
                         tt = chk_w[e] * inv[d, dj] + chk_nl[e] * lat[d, dj]
-                        res = chk_w[e] * dmin[dj, 2] + chk_nl[e] * dmin[dj, 3]
                     else:
                         tt = chk_w[e] * inv[dj, d] + chk_nl[e] * lat[dj, d]
-                        res = chk_w[e] * dmin[dj, 0] + chk_nl[e] * dmin[dj, 1]
                     if mode == 0:
-                        # the earlier end had reserved ``res`` for this term
-                        scratch[chk_other[e]] += tt - res
+                        # the earlier end had reserved the cheapest cost of its remaining
+                        # terms; this one is now real
+                        row = ev_row[e]
+                        scratch[chk_other[e]] += tt - (res_tab[row, dj] - res_tab[row + 1, dj])
                         added += tt
                     else:
                         if chk_base[e] + tt > t:
@@ -95,7 +99,7 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
                         if tt > added:
                             added = tt
                 if mode == 0:
-                    if loads[k, k] + added + own_out + own_in > t:
+                    if loads[k, k] + added + res_tab[res_ptr[k], d] > t:
                         ok = False
                     for e in range(chk_ptr[k], chk_ptr[k + 1]):
                         j = chk_other[e]
@@ -134,19 +138,17 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
         for i in range(n):
             loads[k + 1, i] = loads[k, i]
         if mode == 0:
-            loads[k + 1, k] += (fut[k, 0] * dmin[d, 0] + fut[k, 1] * dmin[d, 1]
-                                + fut[k, 2] * dmin[d, 2] + fut[k, 3] * dmin[d, 3])
+            loads[k + 1, k] += res_tab[res_ptr[k], d]
             for e in range(chk_ptr[k], chk_ptr[k + 1]):
                 j = chk_other[e]
                 dj = dev_at[j]
                 if chk_dir[e] == 1:
                     tt = chk_w[e] * inv[d, dj] + chk_nl[e] * lat[d, dj]
-                    res = chk_w[e] * dmin[dj, 2] + chk_nl[e] * dmin[dj, 3]
                 else:
                     tt = chk_w[e] * inv[dj, d] + chk_nl[e] * lat[dj, d]
-                    res = chk_w[e] * dmin[dj, 0] + chk_nl[e] * dmin[dj, 1]
+                row = ev_row[e]
                 loads[k + 1, k] += tt
-                loads[k + 1, j] += tt - res
+                loads[k + 1, j] += tt - (res_tab[row, dj] - res_tab[row + 1, dj])
         k += 1
         need_gen = True
     state[0] = -1

@@ -14,6 +14,9 @@ Choices where the paper is silent (also in ``docs/parmesan.md``):
 
 * **Timed-out targets** count as unknown, not as "not found": the paper folds them into the
   lower bound, which can make the reported bound wrong; here ``lower`` only moves on proofs.
+  A target may use a quarter of the time left (at least 0.5 s); after a round without an
+  answer the next targets move towards the ends of the interval (:func:`target_fractions`),
+  where infeasibility proofs and mappings come faster.
 * **Search order** (completing neighbourhoods early): greedily the unplaced vertex with the
   most placed neighbours in the instantiation's interaction graph (Eq. 6: stage-graph edges of
   one copy; Eq. 7: ring links), ties by the weight to placed neighbours, then by its total
@@ -71,7 +74,7 @@ DEFAULT_EPS = 1e-3
 #: Nodes one kernel call expands before the driver looks at the clock.
 _CHUNK = 20_000
 #: Target used to ask for "any mapping with finite stage times".
-_FINITE_TARGET = 1e300
+_FINITE_TARGET = 1e299
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +97,9 @@ class SearchSpace:
     lat: FloatArray
     fut: FloatArray
     dmin: FloatArray
+    res_ptr: IntArray
+    ev_row: IntArray
+    res_tab: FloatArray
 
 
 def search_order(terms: Terms, n: int) -> IntArray:
@@ -177,6 +183,57 @@ def _csr(n: int, keys: list[int]) -> tuple[IntArray, IntArray]:
     return ptr, idx
 
 
+#: Cap of the reservation table: above any target, and ``cap - cap = 0`` stays finite.
+_RES_CAP = 1e300
+
+
+def _reservations(
+    n: int, terms: Terms, pos: IntArray, chk_ptr: IntArray, chk_idx: IntArray, topo: Topology
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Eq. 6 forward-check table (see :mod:`.kernels`): per position ``j`` one row per number
+    of its later terms already realised; ``ev_row`` per checking-scheme entry."""
+    pa, pb = pos[terms.a], pos[terms.b]
+    later_terms: list[list[int]] = [[] for _ in range(n)]
+    # realisation order: by the position that checks the term, then checking-scheme order
+    for k in range(n):
+        for e in chk_idx[chk_ptr[k]:chk_ptr[k + 1]].tolist():
+            later_terms[int(min(pa[e], pb[e]))].append(e)
+    off = ~np.eye(n, dtype=np.bool_)
+    cheap = np.minimum(topo.inv_bandwidth, topo.inv_bandwidth.T)
+    cheap_sorted = np.sort(np.where(off, cheap, np.inf), axis=1)[:, : n - 1]
+    lat_min = (np.where(off, np.minimum(topo.latency, topo.latency.T), np.inf).min(axis=1)
+               if n > 1 else np.zeros(n))
+    order_vertex = np.empty(n, np.int64)
+    order_vertex[pos] = np.arange(n)
+    res_ptr = np.zeros(n, np.int64)
+    rows: list[FloatArray] = []
+    ev_row = np.zeros(chk_idx.shape[0], np.int64)
+    where = np.empty(chk_idx.shape[0], np.int64)
+    where[chk_idx] = np.arange(chk_idx.shape[0])
+    for j in range(n):
+        res_ptr[j] = len(rows)
+        lt = later_terms[j]
+        for m in range(len(lt) + 1):
+            rest = lt[m:]
+            if rest:
+                # terms to the same neighbour share its device: one item per neighbour
+                nb: dict[int, float] = {}
+                for e in rest:
+                    other = int(terms.a[e] + terms.b[e]) - int(order_vertex[j])
+                    nb[other] = nb.get(other, 0.0) + float(terms.weight[e])
+                w = np.sort(np.array(list(nb.values())))[::-1]
+                with np.errstate(invalid="ignore"):
+                    val = (cheap_sorted[:, : len(w)] * w[None, :]).sum(axis=1) \
+                        + float(terms.n_lat[rest].sum()) * lat_min
+                val = np.where(np.isnan(val), np.inf, val)
+            else:
+                val = np.zeros(n)
+            rows.append(np.minimum(val, _RES_CAP))
+            if m < len(lt):
+                ev_row[where[lt[m]]] = res_ptr[j] + m
+    return res_ptr, ev_row, np.ascontiguousarray(np.array(rows).reshape(-1, n))
+
+
 def build_search_space(
     stages: PipelineStages, topo: Topology, kind: Instantiation, *, symmetry: bool = True
 ) -> SearchSpace:
@@ -214,6 +271,7 @@ def build_search_space(
                      lat_off.min(axis=0)], axis=1) if n > 1 else np.zeros((n, 4))
     # no route at all out of / into a device: a huge finite cost keeps 0 * cost = 0
     dmin = np.minimum(dmin, 1e300)
+    res_ptr, ev_row, res_tab = _reservations(n, terms, pos, ptr, idx, topo)
     gptr, gidx = _csr(n, [p[0] for p in pairs])
     gt_other = np.array([p[1] for p in pairs], np.int64)[gidx] if pairs else np.zeros(0, np.int64)
     return SearchSpace(
@@ -224,7 +282,8 @@ def build_search_space(
         chk_base=stages.compute[terms.stage[idx]].astype(np.float64) if idx.size else np.zeros(0),
         gt_ptr=gptr, gt_other=gt_other,
         inv=np.ascontiguousarray(topo.inv_bandwidth), lat=np.ascontiguousarray(topo.latency),
-        fut=fut, dmin=np.ascontiguousarray(dmin),
+        fut=fut, dmin=np.ascontiguousarray(dmin), res_ptr=res_ptr, ev_row=ev_row,
+        res_tab=res_tab,
     )
 
 
@@ -251,7 +310,8 @@ def feasible(
         status, nodes = fn(n, space.mode, float(t), space.base, space.chk_ptr, space.chk_other,
                            space.chk_w, space.chk_nl, space.chk_dir, space.chk_base,
                            space.gt_ptr, space.gt_other, space.inv, space.lat, space.fut,
-                           space.dmin, state, dev_at, used, loads, cand, ncand, ci, chunk)
+                           space.dmin, space.res_ptr, space.ev_row, space.res_tab, state,
+                           dev_at, used, loads, cand, ncand, ci, chunk)
         total += int(nodes)
         if status != STATUS_BUDGET:
             break
@@ -297,6 +357,33 @@ class MappingResult:
     n_nodes: int = 0
     n_targets: int = 0
     wall_time_s: float = 0.0
+
+
+#: Rounds in a row without an answer before a search gives up (targets then lie within
+#: ``2**-7`` of the interval's ends).
+_MAX_LEVEL = 12
+
+
+def target_fractions(workers: int, level: int) -> list[float]:
+    """Where in ``[lower, upper]`` a round puts its targets (fractions of the width).
+
+    Level 0 divides the interval evenly; after ``level`` rounds without an answer the targets
+    move towards the lower end (odd levels) or the upper end (even levels).
+
+    Examples
+    --------
+    >>> target_fractions(1, 0), target_fractions(1, 1), target_fractions(1, 2)
+    ([0.5], [0.25], [0.75])
+    >>> target_fractions(3, 0)
+    [0.25, 0.5, 0.75]
+    """
+    base = [(i + 1) / (workers + 1) for i in range(workers)]
+    if level == 0:
+        return base
+    p = 2 ** ((level + 1) // 2)
+    if level % 2 == 1:
+        return [f**p for f in base]
+    return [1 - (1 - f) ** p for f in base]
 
 
 _WORKER_SPACE: SearchSpace | None = None
@@ -377,6 +464,7 @@ def map_stages(
     n_nodes = 0
     n_targets = 0
     cut = False
+    level = 0
     workers = max(1, int(threads))
     pool: ProcessPoolExecutor | None = None
     if workers > 1:
@@ -385,7 +473,12 @@ def map_stages(
                                    initializer=_init_worker, initargs=(space,))
 
     def run_targets(targets: list[float]) -> list[tuple[int, Any, int]]:
-        budget_deadline = None if deterministic else deadline
+        budget_deadline = None
+        if deadline is not None and not deterministic:
+            # one target may take a quarter of the time left (at least half a second), so
+            # that a hard target leaves time for easier ones
+            left = deadline - time.monotonic()
+            budget_deadline = time.monotonic() + max(0.25 * left, min(left, 0.5))
         if pool is None:
             return [feasible(space, t, deadline=budget_deadline, node_limit=node_limit)
                     for t in targets]
@@ -416,7 +509,7 @@ def map_stages(
                 cut = True
                 break
             width = upper - lower
-            targets = [lower + width * (i + 1) / (workers + 1) for i in range(workers)]
+            targets = [lower + width * f for f in target_fractions(workers, level)]
             results = run_targets(targets)
             n_targets += len(targets)
             progressed = False
@@ -431,7 +524,11 @@ def map_stages(
                 elif status == STATUS_INFEASIBLE:
                     lower = max(lower, t)
                     progressed = True
-            if not progressed:
+            # after a round without any answer, aim nearer the ends of the interval, where
+            # proofs (near lower) and mappings (near upper) come faster
+            level = 0 if progressed else level + 1
+            if level > _MAX_LEVEL or (node_limit is not None and deterministic
+                                      and level > 2):
                 cut = True
     finally:
         if pool is not None:
