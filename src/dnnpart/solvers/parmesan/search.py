@@ -14,7 +14,7 @@ Choices where the paper is silent (also in ``docs/parmesan.md``):
 
 * **Timed-out targets** count as unknown, not as "not found": the paper folds them into the
   lower bound, which can make the reported bound wrong; here ``lower`` only moves on proofs.
-  A target may use a quarter of the time left (at least 0.5 s); after a round without an
+  A target may use half of the time left (at least 0.5 s); after a round without an
   answer the next targets move towards the ends of the interval (:func:`target_fractions`),
   where infeasibility proofs and mappings come faster.
 * **Search order** (completing neighbourhoods early): greedily the unplaced vertex with the
@@ -475,10 +475,10 @@ def map_stages(
     def run_targets(targets: list[float]) -> list[tuple[int, Any, int]]:
         budget_deadline = None
         if deadline is not None and not deterministic:
-            # one target may take a quarter of the time left (at least half a second), so
+            # one target may take half of the time left (at least half a second), so
             # that a hard target leaves time for easier ones
             left = deadline - time.monotonic()
-            budget_deadline = time.monotonic() + max(0.25 * left, min(left, 0.5))
+            budget_deadline = time.monotonic() + max(0.5 * left, min(left, 0.5))
         if pool is None:
             return [feasible(space, t, deadline=budget_deadline, node_limit=node_limit)
                     for t in targets]
