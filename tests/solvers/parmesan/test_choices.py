@@ -123,3 +123,32 @@ def test_training_graph_keeps_forward_and_backward_together() -> None:
         for cls in set(g.color_class.tolist()) - {-1}:
             members = np.nonzero(g.color_class == cls)[0]
             assert len(set(res.stage_of[members].tolist())) == 1
+
+
+def test_bad_inputs_name_the_field() -> None:
+    with pytest.raises(ValueError, match="comm_bytes"):
+        PipelineStages(compute=[1, 1], param_bytes=[0, 0], comm_bytes=[[1, 0], [0, 0]])
+    with pytest.raises(ValueError, match="param_bytes"):
+        PipelineStages(compute=[1, 1], param_bytes=[0, -1], comm_bytes=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="replicas"):
+        PipelineStages(compute=[1], param_bytes=[0], comm_bytes=[[0]], replicas=0)
+    with pytest.raises(ValueError, match="bandwidth"):
+        Topology.from_matrices([[0, 1, 2]])
+    with pytest.raises(ValueError, match="latency"):
+        Topology.from_matrices([[0, 1], [1, 0]], [[0, np.nan], [0, 0]])
+    from dnnpart.solvers.parmesan import map_stages
+
+    st = PipelineStages(compute=[1, 1], param_bytes=[0, 0], comm_bytes=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="devices"):
+        map_stages(st, Topology.from_matrices(np.ones((3, 3))))
+
+
+def test_deterministic_cut_is_reproducible() -> None:
+    from dnnpart.solvers.parmesan import map_stages
+
+    stages, topo = random_instance(7)
+    a = map_stages(stages, topo, instantiation="p2p", deterministic=True, node_limit=3)
+    b = map_stages(stages, topo, instantiation="p2p", deterministic=True, node_limit=3)
+    assert a.objective == b.objective and a.bound == b.bound and a.status == b.status
+    assert (a.device_of is None and b.device_of is None) or np.array_equal(a.device_of,
+                                                                          b.device_of)
