@@ -3,15 +3,16 @@
 Run: ``PYTHONPATH=src python benchmarks/parmesan_mapping.py [--time-limit 20] [--threads 1]``.
 Writes ``bench-results/parmesan_mapping.md`` and prints it.
 
-Topologies are built here as plain bandwidth/latency matrices (the topology generators of the
-topologies issue will replace them): devices on a 2-D or 3-D grid, links between grid
-neighbours (wrap-around for tori), and two routing rules per topology:
+Topologies (``D = 64``):
 
-* ``widest``: the project's rule (widest path: bottleneck bandwidth, summed latency). With
-  equal links every pair then has the same bandwidth, so mappings differ only by latency;
-  links get bandwidths drawn from {25, 50, 100} GB/s (seeded) so that routes differ;
-* ``hops``: ``B / hops`` with equal links (a proxy for sharing links along a route), the
-  kind of distance-sensitive topology Table 2 of the paper is about.
+* the topologies layer's generators (``dnnpart.devices.topology``), routed by the project's
+  rule (widest path, summed latency): 8x8 ``mesh2d`` / ``torus2d`` and 4x4x4 ``mesh3d`` /
+  ``torus3d`` with equal 25 GB/s links and 1 us per link (every pair then has the same
+  bandwidth, so mappings differ by latency only), and ``random_blk_1``, ``random_blk_2``,
+  ``uniform_dist`` over 64 devices (seed 0);
+* ``hops`` variants of the four grids built here: ``50 GB/s / hops`` and 2 us per hop, a
+  proxy for links shared along a route, the kind of distance-sensitive topology Table 2 of
+  the paper is about.
 
 Stage graphs are SemanticFPN-like: a chain of ``S`` stages with skip edges from early stages to
 late ones (lateral connections), ``R = D / S``; a p2p-heavy and an all-reduce-heavy variant.
@@ -109,6 +110,7 @@ def hop_matrix(n: int, links: list[tuple[int, int]]) -> np.ndarray:
 
 
 def topology(dims: tuple[int, ...], torus: bool, rule: str, seed: int = 0) -> Topology:
+    """A local grid: ``hops`` (B / hops) or ``widest`` (random link speeds, widest path)."""
     n = int(np.prod(dims))
     links = grid_links(dims, torus)
     if rule == "widest":
@@ -119,6 +121,19 @@ def topology(dims: tuple[int, ...], torus: bool, rule: str, seed: int = 0) -> To
     with np.errstate(divide="ignore"):
         band = np.where(hops > 0, 50 * GB / np.maximum(hops, 1), 0.0)
     return Topology.from_matrices(band, hops * 2e-6)
+
+
+def generated(name: str) -> Topology:
+    """A topology from the topologies layer's generators (64 devices)."""
+    from dnnpart.devices.topology import generate
+
+    grids = {"mesh2d": {"x": 8, "y": 8}, "torus2d": {"x": 8, "y": 8},
+             "mesh3d": {"x": 4, "y": 4, "z": 4}, "torus3d": {"x": 4, "y": 4, "z": 4}}
+    if name in grids:
+        params: dict[str, object] = {**grids[name], "bw": 25 * GB, "latency": 1e-6}
+    else:
+        params = {"n": 64, "seed": 0}
+    return Topology.from_cluster(generate(name, params))
 
 
 def fpn_stages(s_n: int, r_n: int, heavy: str, seed: int = 0) -> PipelineStages:
@@ -134,7 +149,9 @@ def fpn_stages(s_n: int, r_n: int, heavy: str, seed: int = 0) -> PipelineStages:
                           comm_bytes=comm / r_n, replicas=r_n)
 
 
-TOPOS = [
+GENERATED = ["mesh2d", "torus2d", "mesh3d", "torus3d", "random_blk_1", "random_blk_2",
+             "uniform_dist"]
+HOPS = [
     ("2d torus 8x8", (8, 8), True),
     ("2d mesh 8x8", (8, 8), False),
     ("3d mesh 4x4x4", (4, 4, 4), False),
@@ -147,7 +164,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rules", nargs="*", default=["hops", "widest"])
     args = ap.parse_args()
     # warm-up: compile the kernel outside the timings
     warm = PipelineStages(compute=[0, 0], param_bytes=[0, 0], comm_bytes=[[0, 1], [0, 0]])
@@ -155,8 +171,9 @@ def main() -> None:
     map_stages(warm, Topology.from_matrices([[0, 1], [1, 0]]))
     warm_s = time.perf_counter() - t0
     rows = []
-    for (name, dims, torus), rule in itertools.product(TOPOS, args.rules):
-        topo = topology(dims, torus, rule)
+    topos = [(name, "generator", generated(name)) for name in GENERATED]
+    topos += [(name, "hops", topology(dims, torus, "hops")) for name, dims, torus in HOPS]
+    for name, rule, topo in topos:
         for (s_n, r_n), heavy in itertools.product(SR, ("p2p", "allreduce")):
             st = fpn_stages(s_n, r_n, heavy)
             res = map_stages(st, topo, time_limit=args.time_limit, threads=args.threads)

@@ -182,3 +182,14 @@ def test_baselines_are_bijections() -> None:
         assert sorted(m.reshape(-1).tolist()) == list(range(6))
     assert cs_mapping(stages)[:, 0].tolist() == [0, 1]  # replicas of a stage together
     assert p2p_first_mapping(stages)[0].tolist() == [0, 1, 2]  # a copy on consecutive devices
+
+
+def test_fig2_on_the_two_level_generator() -> None:
+    """The same figures on the topologies layer's ``two-level`` generator (routed matrices)."""
+    from dnnpart.devices.topology import two_level
+
+    stages, _ = _fig2()
+    topo = Topology.from_cluster(two_level(nodes=2, gpus=2, intra=100.0, inter=10.0))
+    res = map_stages(stages, topo)
+    assert res.objective == pytest.approx(0.13)
+    assert max_stage_time(stages, topo, cs_mapping(stages), "p2p") == pytest.approx(0.31)

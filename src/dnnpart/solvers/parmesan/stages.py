@@ -15,6 +15,7 @@ The stage graph ``G_S`` holds ``S`` stages; ``G'`` is ``R`` identical copies of 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +132,23 @@ class Topology:
         inv.flags.writeable = False
         sym = bool(np.array_equal(bw, bw.T) and np.array_equal(lat, lat.T))
         return Topology(bandwidth=bw, latency=lat, inv_bandwidth=inv, symmetric=sym)
+
+    @staticmethod
+    def from_cluster(cluster: Any) -> Topology:
+        """The routed matrices of a :class:`dnnpart.devices.Cluster` over its accelerators
+        (device ``i`` of the topology = the cluster's ``i``-th accelerator).
+
+        Examples
+        --------
+        >>> from dnnpart.devices.topology import two_level
+        >>> topo = Topology.from_cluster(two_level(nodes=2, gpus=2, intra=100.0, inter=10.0))
+        >>> topo.bandwidth[0].tolist()[1:]
+        [100.0, 10.0, 10.0]
+        """
+        acc = np.array(cluster.accelerators, dtype=np.int64)
+        sub = np.ix_(acc, acc)
+        return Topology.from_matrices(np.asarray(cluster.bandwidth)[sub],
+                                      np.asarray(cluster.latency)[sub])
 
     @property
     def n_devices(self) -> int:
