@@ -201,6 +201,13 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
                                        title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
         if "violations" in result.stats:
             out.print(f"[red]violations:[/] {escape(str(result.stats['violations']))}")
+        if "heuristic1_success" in result.stats:  # PARDNN's memory heuristic I (paper 2, §3.2.1)
+            if result.stats["heuristic1_success"]:
+                out.print(f"memory heuristic I: every device fits, {result.stats['heuristic1_moved']} "
+                          f"nodes moved in {result.stats['heuristic1_rounds']} rounds")
+            else:
+                out.print("[red]memory heuristic I failed:[/] "
+                          f"{escape(str(result.stats.get('heuristic1_failure', '')))}")
         if args.out and result.plan is not None:
             out.note(f"plan written to {args.out}")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
