@@ -68,4 +68,5 @@ def test_solve_text_reports_heuristic_one(capsys, tmp_path):
     path.write_text(json.dumps(data))
     code, out, _ = run(capsys, "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
                        "--cluster", str(path), "--set", "memory_heuristic=1")
+    assert code == 1  # the plan violates memory: no feasible plan
     assert "memory heuristic I failed:" in out and "overflows by" in out and "bytes at t=" in out
