@@ -15,29 +15,17 @@ Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--nodes 5000] [--time-
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dnnpart.graph import NORMAL, RESIDUAL, Graph, build_graph
+from dnnpart.graph import RESIDUAL, Graph
 from dnnpart.solvers.pardnn import Costs, pardnn
 from dnnpart.solvers.pardnn.constraints import follow_variables, reference_variables
 from dnnpart.solvers.pardnn.overflow import heuristic_one
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pardnn_scale import layered_dag
-
-
-def generated(n: int, width: int, seed: int) -> Graph:
-    c, res, nor = layered_dag(n, width=width, seed=seed)
-    cls = np.where(res > 0, RESIDUAL, NORMAL)
-    return build_graph(
-        np.arange(n), c.edge_sources(), c.succ_idx, compute_time=np.c_[c.comp * 3, c.comp],
-        edge_cost=c.comm, edge_bytes=c.comm * 1e7, output_bytes=nor, param_bytes=res, memory_class=cls,
-    )
+from dnnpart.testing.layered import layered_graph
 
 
 def oracle(graph: Graph, k: int) -> np.ndarray:
@@ -74,7 +62,7 @@ def main() -> None:
     ]
     rows: list[dict[str, Any]] = []
     for i, w in enumerate(args.widths):
-        g = generated(args.nodes, w, seed=i)
+        g = layered_graph(args.nodes, w, seed=i)
         variable = reference_variables(g)
         for k in args.ks:
             cl = resolve_cluster(f"{k}xV100").cluster

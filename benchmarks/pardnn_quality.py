@@ -17,7 +17,6 @@ Run: ``PYTHONPATH=src python benchmarks/pardnn_quality.py [--graphs G ...] [--no
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -26,20 +25,10 @@ import numpy as np
 from dnnpart.baselines.cp_heuristic import cp_heuristic
 from dnnpart.baselines.linear_clustering import linear_clustering
 from dnnpart.baselines.round_robin import round_robin
-from dnnpart.graph import Graph, build_graph
+from dnnpart.graph import Graph
 from dnnpart.solvers.pardnn import Costs, pardnn
 from dnnpart.solvers.pardnn.bound import makespan_lower_bound
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pardnn_scale import layered_dag
-
-
-def generated(n: int, width: int, seed: int) -> Graph:
-    c, res, nor = layered_dag(n, width=width, seed=seed)
-    return build_graph(
-        np.arange(n), c.edge_sources(), c.succ_idx, compute_time=np.c_[c.comp * 3, c.comp],
-        edge_cost=c.comm, edge_bytes=c.comm * 1e7, output_bytes=nor, param_bytes=res,
-    )
+from dnnpart.testing.layered import layered_graph
 
 
 def main() -> None:
@@ -62,7 +51,7 @@ def main() -> None:
 
         graphs = [(g, load_problem(g).graph) for g in args.graphs]
     else:
-        graphs = [(f"layered n={args.nodes} w={w}", generated(args.nodes, w, seed=i))
+        graphs = [(f"layered n={args.nodes} w={w}", layered_graph(args.nodes, w, seed=i))
                   for i, w in enumerate(args.widths)]
     lines = [
         "| graph | K | CCR | bound | PARDNN | CP | LC+GLB | LC done | RR | PARDNN/CP | PARDNN/LC "
