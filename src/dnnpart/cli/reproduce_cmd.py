@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-PAPERS = ("tarnawski2020",)
+PAPERS = ("tarnawski2020", "pardnn2021")
 #: Where the shared workloads lie relative to the checkout (and to the working directory).
 DEFAULT_WORKLOADS = Path("..") / "shared" / "workloads" / "dnn-partitioning"
 
@@ -29,14 +29,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
     p: argparse.ArgumentParser = subparsers.add_parser(
         "reproduce", help="regenerate a paper's tables and figures from its workloads")
-    p.add_argument("paper", choices=PAPERS, help="which paper (tarnawski2020: paper 1, Tables 1-4, Fig. 8)")
+    p.add_argument("paper", choices=PAPERS, help="which paper (tarnawski2020: paper 1, Tables 1-4, "
+                   "Fig. 8; pardnn2021: paper 2, Tables 4-5, Fig. 3, partitioning time)")
     p.add_argument("--workloads", metavar="DIR",
                    help="the dnn-partitioning workloads folder (default: ../shared/workloads/"
                         "dnn-partitioning beside the checkout)")
     p.add_argument("--out", metavar="DIR", default="reproduce-out",
                    help="output folder (default reproduce-out)")
     p.add_argument("--time-limit", type=float, metavar="S",
-                   help="seconds per method run (default 1200; 60 with --quick)")
+                   help="seconds per method run (default 1200; 60 with --quick; pardnn2021: "
+                        "linear clustering's budget per cell, default 60, 5 with --quick)")
     p.add_argument("--methods", nargs="+", metavar="NAME",
                    help="only these columns or methods (e.g. dp pipedream scotch)")
     p.add_argument("--only", nargs="+", metavar="KEY",
@@ -62,6 +64,8 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    if args.paper == "pardnn2021":
+        return _reproduce_pardnn2021(args, out)
     folder = Path(args.workloads) if args.workloads else default_workloads()
     if not find_workloads(folder, args.only):
         raise ValueError(f"no paper-1 workloads found under {folder} (expected throughput/"
@@ -71,6 +75,20 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
         only=args.only, figure=not args.no_figure, notify=out.note,
     )
     out.note(f"{len(report.workloads)} workloads in {report.wall_time_s:.0f} s")
+    for path in report.files:
+        out.print(str(path))
+    return 0
+
+
+def _reproduce_pardnn2021(args: argparse.Namespace, out: Any) -> int:
+    """Paper 2 brings its own inputs (zoo workloads, generated graphs): no workloads folder."""
+    from dnnpart.reproduce.pardnn2021 import reproduce_pardnn2021
+
+    if args.workloads or args.methods or args.no_figure:
+        raise ValueError("--workloads/--methods/--no-figure: not used by pardnn2021")
+    report = reproduce_pardnn2021(args.out, quick=args.quick, lc_budget=args.time_limit,
+                                  only=args.only, notify=out.note)
+    out.note(f"{len(report.workloads)} models in {report.wall_time_s:.0f} s")
     for path in report.files:
         out.print(str(path))
     return 0
