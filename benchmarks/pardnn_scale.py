@@ -1,8 +1,9 @@
 """PARDNN partitioning time vs graph size (issue 16, Speed).
 
-Seeded random DAGs shaped like training graphs (a long spine of consecutive ops, each op
-reading up to a few recent tensors, some residual variables feeding later ops); ``|E| ≈ 5 |V|``.
-The issue-14 generator replaces this one when it is on main. Times are warm (numba compiled
+Graphs: issue 14's seeded generator calibrated on captured training graphs
+(``zoo:synthetic:nodes=N,seed=S,like=NAME``, ``--like word-rnn`` by default) where it exists;
+``--like layered`` (or a checkout without the generator) uses the seeded layered DAGs of
+:mod:`dnnpart.testing.layered` (``|E| ≈ 5.9 |V|``). Times are warm (numba compiled
 by a first run on a small graph). Writes ``bench-results/pardnn_scale.md``.
 
 Run: ``PYTHONPATH=src python benchmarks/pardnn_scale.py [--sizes 50000 200000] [--k 16]``
@@ -14,15 +15,36 @@ import argparse
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
-from dnnpart.solvers.pardnn import pardnn
+import numpy as np
+
+from dnnpart.solvers.pardnn import Costs, pardnn
 from dnnpart.solvers.pardnn.slicing import slice_graph
 from dnnpart.testing.layered import layered_dag
 
 
-def run(n: int, k: int, seed: int, repeat: int = 1) -> dict[str, float]:
-    """Best of ``repeat`` runs (the machine is shared: the minimum is the least disturbed)."""
+def inputs(n: int, seed: int, like: str) -> tuple[str, Costs, np.ndarray, np.ndarray]:
+    """(source, costs, residual bytes, normal bytes): the issue-14 generator, else layered."""
+    if like != "layered":
+        spec = f"zoo:synthetic:nodes={n},seed={seed},like={like}"
+        try:
+            from dnnpart.io import load_problem
+            from dnnpart.solvers.pardnn.memory_balance import node_memory
+
+            graph = load_problem(spec).graph
+        except Exception as exc:  # the generator is not on this checkout
+            print(f"note: {spec} does not load ({exc}); using layered DAGs")
+        else:
+            res, nor = node_memory(graph)
+            return spec, Costs.from_graph(graph), res, nor
     costs, res, nor = layered_dag(n, seed=seed)
+    return f"layered n={n}", costs, res, nor
+
+
+def run(n: int, k: int, seed: int, repeat: int = 1, like: str = "layered") -> dict[str, Any]:
+    """Best of ``repeat`` runs (the machine is shared: the minimum is the least disturbed)."""
+    source, costs, res, nor = inputs(n, seed, like)
     total = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -34,7 +56,8 @@ def run(n: int, k: int, seed: int, repeat: int = 1) -> dict[str, float]:
     slice_graph(costs, k)
     slicing_only = time.perf_counter() - t1
     return {
-        "nodes": float(n),
+        "graph": source,
+        "nodes": float(costs.n),
         "edges": float(costs.succ_idx.size),
         "total_s": total,
         "slicing_s": result.info["slicing_s"],
@@ -53,20 +76,24 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--like", default="word-rnn",
+                    help="calibration of the issue-14 generator, or 'layered'")
     ap.add_argument("--out", default="bench-results/pardnn_scale.md")
     args = ap.parse_args()
-    run(2_000, args.k, args.seed)  # compile the kernels
-    rows = [run(n, args.k, args.seed, args.repeat) for n in args.sizes]
+    run(2_000, args.k, args.seed, like=args.like)  # compile the kernels
+    rows = [run(n, args.k, args.seed, args.repeat, args.like) for n in args.sizes]
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     lines = [
         f"# PARDNN scale (K = {args.k}, seed {args.seed}, heuristic II, best of {args.repeat})",
         "",
-        "| nodes | edges | clusters | largest primary | slicing s | LFLAM s | heuristic II s | total s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| graph | nodes | edges | clusters | largest primary | slicing s | LFLAM s | heuristic II s "
+        "| total s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {int(r['nodes'])} | {int(r['edges'])} | {int(r['clusters'])} | {int(r['largest_primary'])} "
+            f"| {r['graph']} | {int(r['nodes'])} | {int(r['edges'])} | {int(r['clusters'])} "
+            f"| {int(r['largest_primary'])} "
             f"| {r['slicing_s']:.2f} | {r['mapping_s']:.2f} "
             f"| {r['memory_s']:.2f} | {r['total_s']:.2f} |"
         )
