@@ -27,7 +27,8 @@ on dense graphs whose width is close to K the K primaries (heaviest paths of the
 graph) swallow almost every node, leave LFLAM nothing to map and idle where layers are
 narrow, while the CP heuristic list-schedules the same nodes; measured on layered DAGs the
 paper's step 1 alone was <= CP in 14/20 cells (worst 1.066x). The paper compares with the CP
-heuristic only as a baseline; ``cp_guard=false`` gives the paper's step 1 unguarded.
+heuristic only as a baseline; ``cp_guard=false`` gives the paper's step 1 unguarded. The
+guard does not run with ``memory_heuristic=2`` (heuristic II is part of step 1 there).
 """
 
 from __future__ import annotations
