@@ -9,7 +9,10 @@ topological order, reference ops with their variable -- says whether a placement
 caps is easy to find. Reports success where the oracle fits, moved nodes / |V| and makespan
 after / before. Writes ``bench-results/pardnn_memory.md``.
 
-Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--nodes 5000] [--time-limit 120]``
+Graphs: the ``--graphs`` given (anything ``dnnpart.io.load_problem`` reads, e.g. issue 14's
+``zoo:word-rnn``), else seeded layered DAGs.
+
+Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--graphs G ...] [--nodes 5000] [--time-limit 120]``
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from dnnpart.graph import RESIDUAL, Graph
 from dnnpart.solvers.pardnn import Costs, pardnn
-from dnnpart.solvers.pardnn.constraints import follow_variables, reference_variables
+from dnnpart.solvers.pardnn.constraints import colocation_leaders, follow_variables, reference_variables
 from dnnpart.solvers.pardnn.overflow import heuristic_one
 from dnnpart.testing.layered import layered_graph
 
@@ -48,6 +51,7 @@ def main() -> None:
     except ImportError as exc:
         raise SystemExit(f"error: this benchmark needs dnnpart.simulate ({exc})") from None
     ap = argparse.ArgumentParser()
+    ap.add_argument("--graphs", nargs="*", default=[])
     ap.add_argument("--nodes", type=int, default=5_000)
     ap.add_argument("--widths", type=int, nargs="+", default=[4, 16, 64])
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8, 16])
@@ -61,9 +65,15 @@ def main() -> None:
         "|---|---:|---:|---|---|---|---:|---:|---:|",
     ]
     rows: list[dict[str, Any]] = []
-    for i, w in enumerate(args.widths):
-        g = layered_graph(args.nodes, w, seed=i)
-        variable = reference_variables(g)
+    if args.graphs:
+        from dnnpart.io import load_problem
+
+        graphs = [(name, load_problem(name).graph) for name in args.graphs]
+    else:
+        graphs = [(f"layered w={w}", layered_graph(args.nodes, w, seed=i))
+                  for i, w in enumerate(args.widths)]
+    for name, g in graphs:
+        variable = colocation_leaders(g)
         for k in args.ks:
             cl = resolve_cluster(f"{k}xV100").cluster
             base = Costs.from_graph(g)
@@ -88,7 +98,7 @@ def main() -> None:
                 row = {"success": r.success, "fits": fits, "verified": verified,
                        "moved": r.moved_nodes / g.n_nodes, "slow": s1.makespan / s0.makespan}
                 rows.append(row)
-                lines.append(f"| layered w={w} | {k} | {frac} | {fits} | {r.success} | {verified} "
+                lines.append(f"| {name} | {k} | {frac} | {fits} | {r.success} | {verified} "
                              f"| {row['moved']:.3f} | {row['slow']:.3f} | {th:.1f} |")
                 print(lines[-1], flush=True)
     fit = [r for r in rows if r["fits"]]
