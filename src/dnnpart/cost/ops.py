@@ -73,8 +73,15 @@ VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity", 
 COPY_OPS = frozenset(
     {"transpose", "concat", "split", "slice", "pad", "gather", "embedding", "contiguous", "tile", "chunk"}
 )
-#: Operators on metadata (shapes, sizes, tuple access): free.
+#: Operators on metadata (shapes, sizes, tuple access, runtime assertions): free.
 META_OPS = frozenset({"shape", "size", "getattr", "getitem", "constant", "constant_of_shape", "range"})
+#: Operators that write a new tensor without reading one (``arange``, ``zeros``): bytes of the
+#: output written, no arithmetic.
+FILL_OPS = frozenset({"fill"})
+#: Operators deliberately priced by bytes moved only, as known: higher-order wrappers whose
+#: body export keeps as a submodule (its operators are not broken out; in the models we
+#: capture it wraps a handful of small element-wise ops, e.g. Llama's rotary table).
+BYTES_ONLY_OPS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
 WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear"})
 POOL_OPS = frozenset({"maxpool", "avgpool"})
 REDUCE_OPS = frozenset({"global_pool", "reduce", "mean", "sum"})
@@ -83,6 +90,7 @@ LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_l
 #: Every canonical operator type the model prices.
 CANONICAL = (
     frozenset(PER_ELEMENT_FLOPS) | VIEW_OPS | COPY_OPS | META_OPS | WEIGHTED_OPS | POOL_OPS | REDUCE_OPS
+    | FILL_OPS | BYTES_ONLY_OPS | frozenset({"attention"})
 )
 
 # Spellings (lower-cased) of ONNX, torch.nn modules and torch functions -> canonical type.
@@ -243,6 +251,63 @@ _SYNONYMS: dict[str, str] = {
     "bcewithlogitsloss": "bce_loss",
     "binary_cross_entropy": "bce_loss",
     "binary_cross_entropy_with_logits": "bce_loss",
+    # aten spellings (torch.export / make_fx graphs) not covered above
+    "_assert_tensor_metadata": "constant",
+    "_assert_scalar": "constant",
+    "sym_size": "size",
+    "alias": "view",
+    "_unsafe_view": "view",
+    "as_strided": "view",
+    "detach": "view",
+    "lift_fresh_copy": "contiguous",
+    "clone": "contiguous",
+    "copy": "contiguous",
+    "_to_copy": "cast",
+    "roll": "contiguous",
+    "index": "gather",
+    "index_put": "gather",
+    "slice_scatter": "contiguous",
+    "select_scatter": "contiguous",
+    "new_zeros": "fill",
+    "new_ones": "fill",
+    "new_empty": "fill",
+    "new_full": "fill",
+    "zeros": "fill",
+    "ones": "fill",
+    "empty": "fill",
+    "full": "fill",
+    "full_like": "fill",
+    "zeros_like": "fill",
+    "ones_like": "fill",
+    "empty_like": "fill",
+    "arange": "fill",
+    "scalar_tensor": "fill",
+    "__and__": "eq",
+    "__or__": "eq",
+    "bitwise_and": "eq",
+    "bitwise_or": "eq",
+    "bitwise_not": "eq",
+    "logical_not": "eq",
+    "logical_and": "eq",
+    "diff": "sub",
+    "cumsum": "add",
+    "_softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "_native_batch_norm_legit_no_training": "batchnorm",
+    "_native_batch_norm_legit_functional": "batchnorm",
+    "native_batch_norm": "batchnorm",
+    "native_layer_norm": "layernorm",
+    "_fused_rms_norm": "rmsnorm",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "_scaled_dot_product_efficient_attention": "attention",
+    "_scaled_dot_product_flash_attention": "attention",
+    "max_pool2d_with_indices": "maxpool",
+    "_adaptive_avg_pool2d": "global_pool",
+    "mean_dim": "mean",
+    "square": "mul",
+    "sign": "abs",
+    "threshold": "relu",
+    "addbmm": "matmul",
 }
 
 
@@ -329,6 +394,10 @@ def operator_work(spec: OpSpec) -> Work:
 
     if op in META_OPS:
         return Work(0.0, 0.0)
+    if op in FILL_OPS:
+        return Work(0.0, float(spec.itemsize * total_out))
+    if op in BYTES_ONLY_OPS:
+        return Work(0.0, moved)
     if op in VIEW_OPS:
         return Work(0.0, 0.0)
     if op in COPY_OPS:
@@ -379,3 +448,20 @@ def operator_work(spec: OpSpec) -> Work:
             per_elem *= max(1, len(spec.input_shapes) - 1)
         return Work(per_elem * float(out0), moved)
     return Work(0.0, moved, known=False)
+
+
+def aten_op_name(target: Any) -> str:
+    """The op name of a ``torch.ops.aten`` overload (``aten.addmm.default`` -> ``addmm``).
+
+    Python callables (``operator.getitem``) give their ``__name__``.
+
+    Examples
+    --------
+    >>> import operator
+    >>> aten_op_name(operator.getitem)
+    'getitem'
+    """
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return str(schema.name).split("::")[-1]
+    return str(getattr(target, "__name__", target))

@@ -12,8 +12,8 @@ import numpy.typing as npt
 
 from dnnpart.cost.model import CostModel
 from dnnpart.cost.ops import Work, operator_work
-from dnnpart.frontends.ir import ModelIR, top_level
-from dnnpart.graph.core import Graph, build_graph
+from dnnpart.frontends.ir import ModelIR, layer_key, top_level
+from dnnpart.graph.core import Graph, LayerAttrs, build_graph
 from dnnpart.graph.training import add_backward_pass
 
 FloatArray = npt.NDArray[np.float64]
@@ -69,6 +69,21 @@ def op_works(ir: ModelIR) -> tuple[list[Work], dict[str, int]]:
     works = [operator_work(op.spec) for op in ir.ops]
     unknown = Counter(op.source_type for op, w in zip(ir.ops, works, strict=True) if not w.known)
     return works, dict(unknown)
+
+
+def layer_attributes(ir: ModelIR) -> LayerAttrs:
+    """Op kind (the source's type), output shape, kernel/stride/padding of every operator."""
+
+    def ints(value: object) -> tuple[int, ...]:
+        return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else ()
+
+    return LayerAttrs(
+        kind=tuple(op.source_type for op in ir.ops),
+        output_shape=tuple(op.spec.output_shapes[0] if op.spec.output_shapes else () for op in ir.ops),
+        kernel=tuple(ints(op.spec.attrs.get("kernel")) for op in ir.ops),
+        stride=tuple(ints(op.spec.attrs.get("stride")) for op in ir.ops),
+        padding=tuple(ints(op.spec.attrs.get("padding")) for op in ir.ops),
+    )
 
 
 def price_model(
@@ -132,8 +147,10 @@ def price_model(
     weight = np.array([op.weight_bytes for op in ir.ops], dtype=np.float64)
     output = np.array([op.output_bytes for op in ir.ops], dtype=np.float64)
     layer_names: dict[str, int] = {}
+    # export graphs name deep paths ("transformer.h.3.attn"): a layer is a numbered block
+    key = layer_key if ir.source == "export" else top_level
     layers = [
-        layer_names.setdefault(top_level(op.module_path), len(layer_names)) if op.module_path else -1
+        layer_names.setdefault(key(op.module_path), len(layer_names)) if op.module_path else -1
         for op in ir.ops
     ]
     graph = build_graph(
@@ -148,6 +165,10 @@ def price_model(
         names=[op.name for op in ir.ops],
         op_types=[op.op_type for op in ir.ops],
         duplicate_edges="sum",
+        param_bytes=weight,
+        output_bytes=output,
+        module_paths=[op.module_path for op in ir.ops],
+        layer_attrs=layer_attributes(ir),
     )
     if training:
         # build_graph renumbers topologically; ir.ops is topological, so the order is kept.
