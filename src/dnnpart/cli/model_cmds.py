@@ -80,6 +80,11 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="hf: models: JSON object of config overrides (like KEY=VALUE)"
     )
+    p.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam"),
+        help="with --training: add one update op per parameter (adam: 3x residual bytes)",
+    )
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -162,6 +167,7 @@ def _import(args: argparse.Namespace, out: Renderer) -> tuple[ModelSource, Impor
             training=args.training,
             profile=args.profile,
             profile_repeats=args.repeats,
+            optimizer=getattr(args, "optimizer", None),
         )
     for w in caught:
         out.note(f"warning: {w.message}")
@@ -177,6 +183,9 @@ def _summary(imported: ImportedModel, priced: PricedCluster) -> dict[str, Any]:
         "nodes": g.n_nodes,
         "edges": g.n_edges,
         "backward_nodes": int(g.is_backward.sum()),
+        "training_graph": "autograd" if imported.autograd else ("synthesised" if g.is_training else None),
+        "orphan_backward_nodes": list(imported.orphans),
+        "parameter_bytes": float(g.node_param_bytes().sum()),
         "gflops": imported.total_flops / 1e9,
         "cpu_time_ms": float(g.time_on("cpu").sum()),
         "cpu_time_source": "measured" if imported.measured else "estimated",
@@ -203,6 +212,12 @@ def _print_summary(s: dict[str, Any], out: Renderer) -> None:
     out.print(f"pricing: {s['pricing']}")
     if s["unknown_operator_types"]:
         out.print(f"[yellow]priced by bytes only (no cost formula):[/] {s['unknown_operator_types']}")
+    else:
+        out.print("every operator has a cost formula")
+    if s["orphan_backward_nodes"]:
+        orphans = s["orphan_backward_nodes"]
+        out.print(f"{len(orphans)} backward node(s) with no identified forward op (orphans): "
+                  f"{', '.join(orphans[:5])}{' ...' if len(orphans) > 5 else ''}")
 
 
 def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
@@ -212,6 +227,9 @@ def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
     g = imported.graph
     ops = imported.ir.ops
     for v, node in enumerate(data["nodes"]):
+        if imported.autograd:
+            node["flops"] = float(imported.flops[v])
+            continue
         oid = int(g.original_ids[v]) % len(ops) if g.is_backward[v] else int(g.original_ids[v])
         if not g.is_backward[v] and oid < len(ops):
             node["opType"] = ops[oid].op_type
@@ -231,6 +249,7 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "input_shapes": [list(s) for s in source.input_shapes],
         "input_dtype": source.input_dtype,
         "training": bool(args.training),
+        "optimizer": getattr(args, "optimizer", None),
         "frontend": source.frontend,
         "config": getattr(args, "config", None),
         "cluster": args.cluster,
@@ -347,7 +366,12 @@ def load_planned_model(
     gm = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # already reported at import time
-        if planned.is_torch:
+        if planned.is_torch and training and planned.frontend == "export":
+            gm, _ = capture(planned)
+            imported = import_source(
+                planned, cost_model=priced.cost_model, training=True, optimizer=block.get("optimizer")
+            )
+        elif planned.is_torch:
             gm, ir = capture(planned)
             imported = price_model(ir, priced.cost_model, training=training)
         else:

@@ -66,6 +66,22 @@ PER_ELEMENT_FLOPS: dict[str, float] = {
     "mse_loss": 3,
     "l1_loss": 3,
     "bce_loss": 6,
+    "sin": 4,
+    "cos": 4,
+    # backward kernels of training graphs (our estimates, per element of the input gradient):
+    # layer norm's gradient recomputes the normalised input and two reductions.
+    "layernorm_backward": 12,
+    "batchnorm_backward": 10,
+    "softmax_backward": 4,
+    "log_softmax_backward": 4,
+    "tanh_backward": 3,
+    "sigmoid_backward": 3,
+    "gelu_backward": 12,
+    "silu_backward": 6,
+    "threshold_backward": 1,
+    "embedding_backward": 1,
+    "maxpool_backward": 1,
+    "avgpool_backward": 1,
 }
 #: Operators that only reinterpret a tensor (no data movement in a runtime with views).
 VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity", "dropout", "expand", "view"})
@@ -82,7 +98,7 @@ FILL_OPS = frozenset({"fill"})
 #: body export keeps as a submodule (its operators are not broken out; in the models we
 #: capture it wraps a handful of small element-wise ops, e.g. Llama's rotary table).
 BYTES_ONLY_OPS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
-WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear"})
+WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear", "conv_backward"})
 POOL_OPS = frozenset({"maxpool", "avgpool"})
 REDUCE_OPS = frozenset({"global_pool", "reduce", "mean", "sum"})
 LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_loss"})
@@ -308,6 +324,23 @@ _SYNONYMS: dict[str, str] = {
     "sign": "abs",
     "threshold": "relu",
     "addbmm": "matmul",
+    "_safe_softmax": "softmax",
+    "constant_pad_nd": "pad",
+    "as_strided_": "view",
+    "copy_": "contiguous",
+    "slice_backward": "pad",
+    "select_backward": "pad",
+    "narrow_copy": "slice",
+    "native_layer_norm_backward": "layernorm_backward",
+    "native_batch_norm_backward": "batchnorm_backward",
+    "_native_batch_norm_legit_backward": "batchnorm_backward",
+    "_softmax_backward_data": "softmax_backward",
+    "_log_softmax_backward_data": "log_softmax_backward",
+    "embedding_dense_backward": "embedding_backward",
+    "max_pool2d_with_indices_backward": "maxpool_backward",
+    "avg_pool2d_backward": "avgpool_backward",
+    "_adaptive_avg_pool2d_backward": "avgpool_backward",
+    "convolution_backward": "conv_backward",
 }
 
 
@@ -404,6 +437,10 @@ def operator_work(spec: OpSpec) -> Work:
         if op in ("gather", "embedding"):  # reads the rows it gathers, not the whole table
             return Work(0.0, float(spec.itemsize * 2 * total_out + 8 * sum(in_el[1:] or [0])))
         return Work(0.0, float(spec.itemsize * 2 * total_out))
+    if op == "conv_backward":  # gradients w.r.t. input and weights: two convolutions' worth
+        if not spec.weight_shapes or not in_el:
+            return Work(0.0, moved, known=False)
+        return Work(4.0 * in_el[0] * numel(spec.weight_shapes[0][1:]), moved)
     if op in ("conv", "conv_transpose"):
         if not spec.weight_shapes:
             return Work(0.0, moved, known=False)

@@ -37,7 +37,8 @@ class ImportedModel:
     graph : the priced graph (times in ms); the forward node with original id ``i`` is
         ``ir.ops[i]`` (and has its name).
     ir : the operators it was built from.
-    flops, bytes_moved : per forward operator, in ``ir.ops`` order.
+    flops, bytes_moved : per forward operator, in ``ir.ops`` order (per graph node for an
+        ``autograd`` graph).
     unknown_ops : operator types priced by bytes only, with their counts.
     cost_model : the pricing used.
     measured : whether the CPU column holds measured times (profiling) instead of estimates.
@@ -50,6 +51,11 @@ class ImportedModel:
     cost_model: CostModel
     unknown_ops: dict[str, int] = field(default_factory=dict)
     measured: bool = False
+    #: the graph is a real autograd training graph (``flops`` then has one entry per graph
+    #: node, in node order) rather than ``ir.ops`` priced and perhaps mirrored
+    autograd: bool = False
+    #: backward nodes of an autograd graph whose forward op could not be identified
+    orphans: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float:

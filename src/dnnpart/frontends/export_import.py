@@ -241,6 +241,10 @@ def aten_spec(
         attrs["padding"] = _ints(node.args[4] if len(node.args) > 4 else ())
         if w:
             attrs["kernel"] = w[2:]
+    if source_type == "convolution_backward":  # (grad_out, input, weight, ...)
+        g, x, w = (shape_of(node.args[i]) for i in range(3))
+        act_shapes = [s for s in (g, x) if s]
+        weight_shapes = [w] if w else []
     if source_type in _POOL:
         attrs["kernel"] = _ints(node.args[1] if len(node.args) > 1 else ())
         attrs["stride"] = _ints(node.args[2] if len(node.args) > 2 else ())

@@ -259,8 +259,16 @@ def import_source(
     profile: bool = False,
     profile_repeats: int = 10,
     profile_warmup: int = 3,
+    optimizer: str | None = None,
 ) -> ImportedModel:
-    """Import a resolved model through its frontend; ``profile`` measures CPU times."""
+    """Import a resolved model through its frontend; ``profile`` measures CPU times.
+
+    ``training`` on a torch model captured with ``torch.export`` gives the real autograd
+    graph (:mod:`dnnpart.frontends.training`), with ``optimizer`` (``sgd``/``adam``) update
+    ops; elsewhere (ONNX, fx) the backward pass is synthesised from the forward graph.
+    """
+    if optimizer is not None and not training:
+        raise FormatError(f"--optimizer {optimizer}: needs --training")
     model = cost_model or CostModel.from_presets()
     if source.onnx_path is not None:
         from dnnpart.frontends.onnx_import import import_onnx
@@ -279,6 +287,12 @@ def import_source(
             imported = _reprice(imported, model, training, None)
         return imported
     gm, ir = capture(source)
+    if training and source.frontend == "export":
+        if profile:
+            raise FormatError("--profile measures forward operators; it does not apply to --training graphs")
+        return _autograd_model(source, gm, ir, model, optimizer)
+    if optimizer is not None:
+        raise FormatError(f"--optimizer {optimizer}: needs the export frontend (--frontend export)")
     times: Any = None
     if profile:
         if _on_meta(source.module):
@@ -289,6 +303,28 @@ def import_source(
     from dnnpart.frontends.build import price_model
 
     return price_model(ir, model, training=training, cpu_times_ms=times)
+
+
+def _autograd_model(
+    source: ModelSource, gm: Any, ir: ModelIR, model: CostModel, optimizer: str | None
+) -> ImportedModel:
+    import numpy as np
+
+    from dnnpart.frontends.training import training_graph
+
+    tg = training_graph(
+        gm, source.example_inputs, model, optimizer=optimizer, strip_prefix=source.strip_prefix
+    )
+    return ImportedModel(
+        graph=tg.graph,
+        ir=ir,
+        flops=tg.flops,
+        bytes_moved=np.zeros(tg.graph.n_nodes),
+        cost_model=model,
+        unknown_ops=tg.unknown_ops,
+        autograd=True,
+        orphans=tg.orphans,
+    )
 
 
 def capture(source: ModelSource) -> tuple[Any, ModelIR]:
