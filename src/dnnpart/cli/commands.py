@@ -24,7 +24,9 @@ from dnnpart.solvers import available_methods, get_method, solve
 def _problem(args: argparse.Namespace) -> Problem:
     cluster = read_cluster(args.cluster) if args.cluster else None
     objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap)
-    return load_problem(args.graph, cluster=cluster, objective=objective)
+    from dnnpart.cli.model_cmds import model_options
+
+    return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
 
 
 # -- info -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,23 +33,6 @@ MODEL_HELP = (
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="D0,D1,...",
-        help="shape of a model input (repeat once per input; default: the model's own)",
-    )
-    p.add_argument(
-        "--input-dtype",
-        choices=("float32", "float64", "int64", "int32"),
-        help="dtype of the example inputs of a torch model (default float32; int64 for bert)",
-    )
-    p.add_argument(
-        "--training",
-        action="store_true",
-        help="add the backward pass (2x forward time, colocated with its forward operator)",
-    )
     add_model_spec_args(p)
     p.add_argument(
         "--cluster",
@@ -69,7 +53,37 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_model_spec_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by every command that resolves a model spec."""
+    """Options of every command that accepts a model spec (``hf:``, ``builtin:``, ``.onnx``...)."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="D0,D1,...",
+        help="model specs: shape of a model input (repeat once per input; default: the model's own)",
+    )
+    p.add_argument(
+        "--input-dtype",
+        choices=("float32", "float64", "int64", "int32"),
+        help="model specs: dtype of the example inputs (default float32; int64 for text models)",
+    )
+    p.add_argument(
+        "--training",
+        action="store_true",
+        help="model specs: the training graph (torch: real autograd forward+backward; ONNX: "
+        "a synthesised backward, 2x forward time, colocated with its forward operator)",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam"),
+        help="with --training: add one update op per parameter (adam: 3x residual bytes)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "bf16", "fp16"),
+        default="fp32",
+        help="compute precision of the cost model: tensor-core peaks of the device presets, "
+        "and 2-byte tensors for bf16/fp16 (default fp32)",
+    )
     p.add_argument(
         "--frontend",
         choices=("export", "fx"),
@@ -80,10 +94,20 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="hf: models: JSON object of config overrides (like KEY=VALUE)"
     )
-    p.add_argument(
-        "--optimizer",
-        choices=("sgd", "adam"),
-        help="with --training: add one update op per parameter (adam: 3x residual bytes)",
+
+
+def model_options(args: argparse.Namespace) -> Any:
+    """The :class:`~dnnpart.frontends.sources.ModelOptions` of parsed arguments."""
+    from dnnpart.frontends.sources import ModelOptions, parse_shape
+
+    return ModelOptions(
+        input_shapes=tuple(parse_shape(s) for s in getattr(args, "input_shape", []) or []),
+        input_dtype=getattr(args, "input_dtype", None),
+        training=bool(getattr(args, "training", False)),
+        optimizer=getattr(args, "optimizer", None),
+        precision=getattr(args, "precision", "fp32"),
+        frontend=getattr(args, "frontend", "export"),
+        config_file=getattr(args, "config", None),
     )
 
 
@@ -156,6 +180,7 @@ def _import(args: argparse.Namespace, out: Renderer) -> tuple[ModelSource, Impor
     from dnnpart.frontends.sources import import_source
 
     priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
+    priced = replace(priced, cost_model=priced.cost_model.with_precision(args.precision))
     source = _source(args)
     if args.repeats < 1:
         raise FormatError(f"--repeats {args.repeats}: expected >= 1")
@@ -250,6 +275,7 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "input_dtype": source.input_dtype,
         "training": bool(args.training),
         "optimizer": getattr(args, "optimizer", None),
+        "precision": getattr(args, "precision", "fp32"),
         "frontend": source.frontend,
         "config": getattr(args, "config", None),
         "cluster": args.cluster,
@@ -355,6 +381,7 @@ def load_planned_model(
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
+    priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
     options: dict[str, Any] = {
         "input_shapes": block.get("input_shapes") or None,
         "input_dtype": block.get("input_dtype"),

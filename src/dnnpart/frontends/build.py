@@ -150,8 +150,10 @@ def price_model(
                 src.append(source_op)
                 dst.append(j)
                 nbytes.append(float(ir.value_bytes.get(value, 0.0)))
-    weight = np.array([op.weight_bytes for op in ir.ops], dtype=np.float64)
-    output = np.array([op.output_bytes for op in ir.ops], dtype=np.float64)
+    # captures measure fp32 tensors; a lower --precision stores them narrower
+    scale = cost_model.bytes_factor
+    weight = np.array([op.weight_bytes for op in ir.ops], dtype=np.float64) * scale
+    output = np.array([op.output_bytes for op in ir.ops], dtype=np.float64) * scale
     layer_names: dict[str, int] = {}
     # export graphs name deep paths ("transformer.h.3.attn"): a layer is a numbered block
     key = layer_key if ir.source == "export" else top_level
@@ -166,7 +168,7 @@ def price_model(
         compute_time=times,
         edge_cost=cost_model.edge_costs_ms(nbytes) if nbytes else np.zeros(0),
         memory_bytes=weight + output,
-        edge_bytes=nbytes,
+        edge_bytes=np.asarray(nbytes, dtype=np.float64) * scale,
         layer_id=layers,
         names=[op.name for op in ir.ops],
         op_types=[op.op_type for op in ir.ops],

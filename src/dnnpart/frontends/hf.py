@@ -144,8 +144,8 @@ def build_config(parsed: HFSpec, spec: str) -> Any:
     try:
         # through the constructor, so derived fields (Swin's hidden_size) follow the overrides
         config = transformers.AutoConfig.for_model(parsed.model_type, **parsed.overrides)
-    except (ValueError, TypeError) as exc:
-        raise FormatError(f"{spec}: {exc}") from None
+    except Exception as exc:  # transformers' validators raise their own error types
+        raise FormatError(f"{spec}: invalid config ({_first_line(exc)})") from None
     if hasattr(config, "use_cache"):
         config.use_cache = False
     return config
@@ -205,12 +205,17 @@ def build_hf_model(
             else:
                 with torch.device("meta"):
                     inner = auto.from_config(config)
-    except (ValueError, TypeError, AttributeError, RuntimeError) as exc:
-        raise FormatError(f"{spec}: transformers could not build the model ({exc})") from None
+    except Exception as exc:  # a bad combination of config values fails anywhere inside
+        raise FormatError(f"{spec}: transformers could not build the model ({_first_line(exc)})") from None
     inner.eval()
     module = _wrapper_class()(inner, kind)
     dtype = "float32" if kind == "vision" else "int64"
     return module, default_input_shapes(parsed.model_type, config), dtype
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:300] + "...") if len(text) > 300 else (text or type(exc).__name__)
 
 
 def _wrapper_class() -> type:

@@ -68,6 +68,62 @@ class ModelSource:
         return self.spec.split(":")[-1]
 
 
+#: Spec prefixes that name a model (imported on the fly) rather than a graph file.
+MODEL_PREFIXES = ("builtin:", "torchvision:", "module:", "hf:")
+#: Cluster a model spec is priced for when the command names no cluster.
+DEFAULT_MODEL_CLUSTER = "4xA100"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelOptions:
+    """How to turn a model spec into a graph (the CLI's model options)."""
+
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    input_dtype: str | None = None
+    training: bool = False
+    optimizer: str | None = None
+    precision: str = "fp32"
+    frontend: str = "export"
+    config_file: str | None = None
+
+
+def is_model_spec(spec: str) -> bool:
+    """Whether ``spec`` names a model (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``).
+
+    Examples
+    --------
+    >>> is_model_spec("hf:gpt2"), is_model_spec("model.onnx"), is_model_spec("graph.json")
+    (True, True, False)
+    """
+    text = str(spec)
+    return text.startswith(MODEL_PREFIXES) or text.lower().endswith(".onnx")
+
+
+def import_model_spec(
+    spec: str, options: ModelOptions | None = None, *, cluster_spec: str = DEFAULT_MODEL_CLUSTER
+) -> tuple[ImportedModel, Any]:
+    """Import a model spec into a priced graph; returns it and the priced cluster it was priced for.
+
+    This is the one place where a GRAPH argument that names a model is resolved (the CLI's
+    ``info``, ``solve``, ``evaluate``, ``simulate`` go through
+    :func:`dnnpart.io.load_problem`, which calls it).
+    """
+    from dnnpart.cost.clusters import resolve_cluster
+
+    opts = options or ModelOptions()
+    priced = resolve_cluster(cluster_spec)
+    model = priced.cost_model.with_precision(opts.precision)
+    source = resolve_model(
+        spec,
+        input_shapes=list(opts.input_shapes) or None,
+        input_dtype=opts.input_dtype,
+        frontend=opts.frontend,
+        config_file=opts.config_file,
+    )
+    imported = import_source(source, cost_model=model, training=opts.training, optimizer=opts.optimizer)
+    return imported, priced
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """``"1,3,224,224"`` (or ``1x3x224x224``) -> ``(1, 3, 224, 224)``.
 

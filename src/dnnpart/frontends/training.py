@@ -242,12 +242,15 @@ def training_graph(
     nbytes = [b for _, _, b in edges]
     layer_names: dict[str, int] = {}
     layers = [layer_names.setdefault(layer_key(p), len(layer_names)) if p else -1 for p in paths]
-    memory = np.asarray(pbytes) + np.asarray(obytes)
+    scale = cost_model.bytes_factor  # fp32 capture -> tensors at the model's precision
+    param_arr = np.asarray(pbytes, dtype=np.float64) * scale
+    out_arr = np.asarray(obytes, dtype=np.float64) * scale
+    memory = param_arr + out_arr
     graph = build_graph(
         ids, src, dst,
         compute_time=times,
         edge_cost=cost_model.edge_costs_ms(nbytes) if nbytes else np.zeros(0),
-        edge_bytes=nbytes,
+        edge_bytes=np.asarray(nbytes, dtype=np.float64) * scale,
         memory_bytes=memory,
         is_backward=backward,
         color_class=color,
@@ -256,8 +259,8 @@ def training_graph(
         op_types=op_types,
         duplicate_edges="sum",
         memory_class=mclass,
-        param_bytes=pbytes,
-        output_bytes=obytes,
+        param_bytes=param_arr,
+        output_bytes=out_arr,
         forward_of=fwd_of,
         module_paths=paths,
         layer_attrs=LayerAttrs(kind=tuple(kinds), output_shape=tuple(shapes), kernel=tuple(kernel),
@@ -269,7 +272,7 @@ def training_graph(
                       "they move only", UnknownOperatorWarning, stacklevel=2)
     flops = np.array([w.flops for w in works])[graph.original_ids]
     return TrainingGraph(graph=graph, flops=flops, orphans=tuple(orphans), unknown_ops=unknown,
-                         parameter_bytes=float(sum(param_size.values())))
+                         parameter_bytes=float(sum(param_size.values())) * scale)
 
 
 def _strip(path: str, prefix: str) -> str:
