@@ -178,3 +178,23 @@ def test_plan_then_run_matches_the_unpartitioned_model(
     result = json.loads(capsys.readouterr().out)
     assert len(result["devices_used"]) >= 2
     assert result["max_abs_diff"] <= 1e-5 * result["max_abs_reference"]
+
+
+def test_onnx_nodes_carry_module_paths_from_name_scopes(tmp_path: Path) -> None:
+    """torch's dynamo ONNX exporter (needs onnxscript, in the [onnx] extra) writes scopes."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    from dnnpart.frontends.onnx_import import import_onnx
+
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    path = tmp_path / "nested.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(1, 4),), str(path), dynamo=True)
+    imported = import_onnx(path)
+    paths = {op.op_type: op.module_path for op in imported.ir.ops}
+    assert sorted(op.module_path for op in imported.ir.ops if op.op_type in ("matmul", "relu")) == [
+        "0", "1.0", "1.1"
+    ]
+    assert paths["relu"] == "1.0"
