@@ -113,6 +113,18 @@ def test_training_graph_residuals_forward_of_and_updates(
     assert g.is_backward.sum() > (~g.is_backward).sum() / 2
 
 
+def test_module_granularity_merges_operators_of_one_module(
+    captured: dict[str, tuple[object, object, object]],
+) -> None:
+    source, _, _ = captured["gpt2"]
+    ops = import_source(source)  # type: ignore[arg-type]
+    modules = import_source(source, granularity="module")  # type: ignore[arg-type]
+    assert modules.graph.n_nodes < ops.graph.n_nodes / 2
+    assert modules.total_flops == ops.total_flops
+    np.testing.assert_allclose(modules.graph.compute_time.sum(axis=0), ops.graph.compute_time.sum(axis=0))
+    assert sorted(n for m in modules.members.values() for n in m) == sorted(ops.graph.names)  # type: ignore[union-attr]
+
+
 def test_training_flops_are_about_three_times_inference(
     captured: dict[str, tuple[object, object, object]],
 ) -> None:
@@ -163,8 +175,9 @@ def test_hf_models_are_built_on_the_meta_device_and_default_inputs() -> None:
     assert t5.input_shapes == [(1, 128), (1, 128)]
 
 
+@pytest.mark.parametrize("granularity", ["op", "module"])
 def test_plan_then_run_matches_the_unpartitioned_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], granularity: str
 ) -> None:
     from dnnpart.cli.main import main
 
@@ -172,7 +185,8 @@ def test_plan_then_run_matches_the_unpartitioned_model(
     spec = "hf:gpt2:n_layer=2,n_embd=32,n_head=2,vocab_size=97"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(["plan", spec, "--input-shape", "1,8", "-m", "dpl", "-o", str(plan), "--json"]) == 0
+        assert main(["plan", spec, "--input-shape", "1,8", "-m", "dpl", "-o", str(plan), "--json",
+                     "--granularity", granularity]) == 0
         capsys.readouterr()
         assert main(["run", str(plan), "--microbatches", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

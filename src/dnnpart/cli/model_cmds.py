@@ -94,6 +94,12 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="hf: models: JSON object of config overrides (like KEY=VALUE)"
     )
+    p.add_argument(
+        "--granularity",
+        choices=("op", "module"),
+        default="op",
+        help="one node per operator (default) or per run of operators called from one module",
+    )
 
 
 def model_options(args: argparse.Namespace) -> Any:
@@ -108,6 +114,7 @@ def model_options(args: argparse.Namespace) -> Any:
         precision=getattr(args, "precision", "fp32"),
         frontend=getattr(args, "frontend", "export"),
         config_file=getattr(args, "config", None),
+        granularity=getattr(args, "granularity", "op"),
     )
 
 
@@ -193,6 +200,7 @@ def _import(args: argparse.Namespace, out: Renderer) -> tuple[ModelSource, Impor
             profile=args.profile,
             profile_repeats=args.repeats,
             optimizer=getattr(args, "optimizer", None),
+            granularity=args.granularity,
         )
     for w in caught:
         out.note(f"warning: {w.message}")
@@ -276,6 +284,7 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "training": bool(args.training),
         "optimizer": getattr(args, "optimizer", None),
         "precision": getattr(args, "precision", "fp32"),
+        "granularity": getattr(args, "granularity", "op"),
         "frontend": source.frontend,
         "config": getattr(args, "config", None),
         "cluster": args.cluster,
@@ -403,6 +412,10 @@ def load_planned_model(
             imported = price_model(ir, priced.cost_model, training=training)
         else:
             imported = import_source(planned, cost_model=priced.cost_model, training=training)
+        if block.get("granularity") == "module":
+            from dnnpart.frontends.build import by_module
+
+            imported = by_module(imported)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
     plan = parse_plan(data, problem, str(path))
     device_of = operator_devices(imported, plan)

@@ -56,6 +56,8 @@ class ImportedModel:
     autograd: bool = False
     #: backward nodes of an autograd graph whose forward op could not be identified
     orphans: tuple[str, ...] = ()
+    #: ``--granularity module``: graph node name -> the operator names it stands for
+    members: dict[str, tuple[str, ...]] | None = None
 
     @property
     def total_flops(self) -> float:
@@ -198,4 +200,29 @@ def price_model(
         cost_model=cost_model,
         unknown_ops=unknown,
         measured=measured,
+    )
+
+
+def by_module(imported: ImportedModel) -> ImportedModel:
+    """One node per run of consecutive operators called from the same module (``--granularity
+    module``), via :func:`dnnpart.graph.contract.contract_intervals`; ``members`` records which
+    operators each node stands for (so plans still map onto the captured program).
+    """
+    from dataclasses import replace
+
+    from dnnpart.graph.contract import consecutive_groups, contract_intervals
+
+    g = imported.graph
+    paths = g.module_paths or ("",) * g.n_nodes
+    group = consecutive_groups(list(paths))
+    contracted = contract_intervals(g, group)
+    members: dict[str, list[str]] = {}
+    first_name = [contracted.names[int(k)] for k in group]
+    for v in range(g.n_nodes):
+        members.setdefault(first_name[v], []).append(g.names[v])
+    flops = imported.flops
+    if imported.autograd:
+        flops = np.bincount(group, weights=imported.flops, minlength=contracted.n_nodes).astype(np.float64)
+    return replace(
+        imported, graph=contracted, flops=flops, members={k: tuple(v) for k, v in members.items()}
     )

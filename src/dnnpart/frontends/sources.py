@@ -85,6 +85,7 @@ class ModelOptions:
     precision: str = "fp32"
     frontend: str = "export"
     config_file: str | None = None
+    granularity: str = "op"
 
 
 def is_model_spec(spec: str) -> bool:
@@ -120,7 +121,10 @@ def import_model_spec(
         frontend=opts.frontend,
         config_file=opts.config_file,
     )
-    imported = import_source(source, cost_model=model, training=opts.training, optimizer=opts.optimizer)
+    imported = import_source(
+        source, cost_model=model, training=opts.training, optimizer=opts.optimizer,
+        granularity=opts.granularity,
+    )
     return imported, priced
 
 
@@ -316,6 +320,7 @@ def import_source(
     profile_repeats: int = 10,
     profile_warmup: int = 3,
     optimizer: str | None = None,
+    granularity: str = "op",
 ) -> ImportedModel:
     """Import a resolved model through its frontend; ``profile`` measures CPU times.
 
@@ -325,6 +330,27 @@ def import_source(
     """
     if optimizer is not None and not training:
         raise FormatError(f"--optimizer {optimizer}: needs --training")
+    if granularity not in ("op", "module"):
+        raise FormatError(f"--granularity {granularity!r}: expected op or module")
+    imported = _import_source(
+        source, cost_model, training, profile, profile_repeats, profile_warmup, optimizer
+    )
+    if granularity == "module":
+        from dnnpart.frontends.build import by_module
+
+        imported = by_module(imported)
+    return imported
+
+
+def _import_source(
+    source: ModelSource,
+    cost_model: CostModel | None,
+    training: bool,
+    profile: bool,
+    profile_repeats: int,
+    profile_warmup: int,
+    optimizer: str | None,
+) -> ImportedModel:
     model = cost_model or CostModel.from_presets()
     if source.onnx_path is not None:
         from dnnpart.frontends.onnx_import import import_onnx
