@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import REPO, SUITE  # noqa: E402
+from models import REPO, SUITE
 
 TOLERANCE = 1e-5
 
