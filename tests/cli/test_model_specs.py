@@ -70,3 +70,8 @@ def test_bad_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text("{not json")
     assert main(["info", "hf:gpt2", "--config", str(bad)]) == 2
     assert "--config" in capsys.readouterr().err
+
+
+def test_model_options_on_a_graph_file_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "zoo:bert-3", "--precision", "bf16"]) == 2
+    assert "--precision: apply to model specs" in capsys.readouterr().err

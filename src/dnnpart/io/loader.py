@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from dnnpart.frontends.sources import ModelOptions
 
 
+#: ModelOptions fields a graph file or zoo: example cannot honour, and their CLI flags.
+_MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype", "training": "--training",
+                "optimizer": "--optimizer", "precision": "--precision", "config_file": "--config",
+                "granularity": "--granularity"}
+
+
 def load_problem(
     spec: str | Path,
     *,
@@ -49,6 +55,15 @@ def load_problem(
             objective=objective or Objective(),
             name=imported.ir.name,
         )
+    if model is not None:
+        from dnnpart.frontends.sources import ModelOptions
+
+        defaults = ModelOptions()
+        used = [flag for name, flag in _MODEL_FLAGS.items() if getattr(model, name) != getattr(defaults, name)]
+        if used:
+            flags = ", ".join(used)
+            raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
+                              f".onnx), not to {text}")
     if text.startswith("zoo:"):
         from dnnpart.zoo import load_example
 
