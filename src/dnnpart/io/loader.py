@@ -59,7 +59,8 @@ def load_problem(
         from dnnpart.frontends.sources import ModelOptions
 
         defaults = ModelOptions()
-        used = [flag for name, flag in _MODEL_FLAGS.items() if getattr(model, name) != getattr(defaults, name)]
+        used = [flag for name, flag in _MODEL_FLAGS.items()
+                if getattr(model, name) != getattr(defaults, name)]
         if used:
             flags = ", ".join(used)
             raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
