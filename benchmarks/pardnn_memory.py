@@ -68,7 +68,8 @@ def main() -> None:
     if args.graphs:
         from dnnpart.io import load_problem
 
-        graphs = [(name, load_problem(name).graph) for name in args.graphs]
+        graphs = [(name, load_problem(name, cluster=resolve_cluster("1xV100").cluster).graph)
+                  for name in args.graphs]
     else:
         graphs = [(f"layered w={w}", layered_graph(args.nodes, w, seed=i))
                   for i, w in enumerate(args.widths)]

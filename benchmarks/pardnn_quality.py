@@ -49,7 +49,8 @@ def main() -> None:
     if args.graphs:
         from dnnpart.io import load_problem
 
-        graphs = [(g, load_problem(g).graph) for g in args.graphs]
+        graphs = [(g, load_problem(g, cluster=resolve_cluster("1xV100").cluster).graph)
+                  for g in args.graphs]
     else:
         graphs = [(f"layered n={args.nodes} w={w}", layered_graph(args.nodes, w, seed=i))
                   for i, w in enumerate(args.widths)]

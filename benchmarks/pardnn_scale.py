@@ -1,7 +1,8 @@
 """PARDNN partitioning time vs graph size (issue 16, Speed).
 
 Graphs: issue 14's seeded generator calibrated on captured training graphs
-(``zoo:synthetic:nodes=N,seed=S,like=NAME``, ``--like word-rnn`` by default) where it exists;
+(``zoo:synthetic:nodes=N,edges=5N,seed=S,like=NAME``, ``--like word-rnn`` by default: the
+issue's 200k nodes / 1M edges) where it exists;
 ``--like layered`` (or a checkout without the generator) uses the seeded layered DAGs of
 :mod:`dnnpart.testing.layered` (``|E| ≈ 5.9 |V|``). Times are warm (numba compiled
 by a first run on a small graph). Writes ``bench-results/pardnn_scale.md``.
@@ -24,10 +25,12 @@ from dnnpart.solvers.pardnn.slicing import slice_graph
 from dnnpart.testing.layered import layered_dag
 
 
-def inputs(n: int, seed: int, like: str) -> tuple[str, Costs, np.ndarray, np.ndarray]:
+def inputs(
+    n: int, seed: int, like: str, edges_per_node: int = 5
+) -> tuple[str, Costs, np.ndarray, np.ndarray]:
     """(source, costs, residual bytes, normal bytes): the issue-14 generator, else layered."""
     if like != "layered":
-        spec = f"zoo:synthetic:nodes={n},seed={seed},like={like}"
+        spec = f"zoo:synthetic:nodes={n},edges={edges_per_node * n},seed={seed},like={like}"
         try:
             from dnnpart.io import load_problem
             from dnnpart.solvers.pardnn.memory_balance import node_memory
