@@ -102,13 +102,56 @@ def add_parsers(subparsers: Any) -> None:
         required=True,
         help="output file (placement, pipelining) or directory (torch)",
     )
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
 
     p = subparsers.add_parser("run", help="run a plan across local processes (torch.distributed, gloo)")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` for a torch model")
     p.add_argument("--nproc", type=int, help="processes (default: one per device the plan uses)")
     p.add_argument("--microbatches", type=int, default=4, help="micro-batches to stream (default 4)")
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
+
+
+#: Model specs that run the user's code when resolved: a plan file naming one is not
+#: followed unless the user says so (``--model SPEC`` or ``--trust-plan``). Plans are data.
+CODE_SPECS = ("module:",)
+
+
+def _add_trust_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="SPEC",
+                   help="the model the plan was made for (default: the plan's own, unless it "
+                        "would import code: " + ", ".join(CODE_SPECS) + ")")
+    p.add_argument("--trust-plan", action="store_true",
+                   help="follow the plan's model spec even if it imports code (module:...)")
+
+
+def plan_model_spec(block: dict[str, Any], path: str | Path, *, model: str | None,
+                    trust: bool) -> str:
+    """The model spec to resolve for a plan: ``model`` if given, else the plan's own.
+
+    A plan file is data: its spec is refused when it would import and run code, unless
+    ``trust`` (``--trust-plan``).
+
+    Examples
+    --------
+    >>> plan_model_spec({"spec": "module:os:getcwd"}, "p.json", model=None, trust=False)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: p.json: model.spec: 'module:os:getcwd' would import and run code; ...
+    >>> plan_model_spec({"spec": "builtin:bert"}, "p.json", model=None, trust=False)
+    'builtin:bert'
+    """
+    if model is not None:
+        return model
+    spec = block.get("spec")
+    if not isinstance(spec, str):
+        raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
+    if spec.strip().startswith(CODE_SPECS) and not trust:
+        raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
+                          "model yourself (--model SPEC) or pass --trust-plan")
+    return spec
 
 
 # -- shared steps -----------------------------------------------------------------------
@@ -218,11 +261,12 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
 def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.limits import check_output_path
     from dnnpart.problem import Problem
 
+    target = check_output_path(args.out)
     _, imported, priced = _import(args, out)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
-    target = Path(args.out)
     if target.suffix == ".npz":
         from dnnpart.io.native import save_graph
 
@@ -249,6 +293,10 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.solvers import get_method, solve
 
     get_method(args.method)  # fail fast on an unknown method
+    if args.out is not None:
+        from dnnpart.limits import check_output_path
+
+        check_output_path(args.out)
     source, imported, priced = _import(args, out)
     problem = Problem(
         graph=imported.graph,
@@ -263,6 +311,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
+    from dnnpart.cli.commands import report_stop
+
+    stopped = report_stop(out, result, args.out)
+    if stopped is not None:
+        return stopped
     summary = _summary(imported, priced)
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
@@ -286,8 +339,14 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
 
 
 # -- export / run -------------------------------------------------------------------------
-def load_planned_model(path: str | Path) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any]:
-    """Re-import the model a plan file was made for; returns the traced module too (torch)."""
+def load_planned_model(
+    path: str | Path, *, model: str | None = None, trust: bool = False,
+) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any]:
+    """Re-import the model a plan file was made for; returns the traced module too (torch).
+
+    ``model`` replaces the plan's model spec; without it a spec that imports code is
+    refused unless ``trust`` (see :func:`plan_model_spec`).
+    """
     from dnnpart.frontends.build import price_model
     from dnnpart.frontends.sources import import_source, resolve_model
     from dnnpart.io import fields as f
@@ -298,9 +357,10 @@ def load_planned_model(path: str | Path) -> tuple[ModelSource, ImportedModel, Pr
     block = f.require_mapping(data, str(path)).get("model")
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
     source = resolve_model(
-        str(block["spec"]),
+        spec,
         input_shapes=block.get("input_shapes") or None,
         input_dtype=block.get("input_dtype"),
     )
@@ -328,7 +388,8 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.export import operator_devices, pipelining_dict, placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
-    source, imported, problem, plan, gm = load_planned_model(args.plan)
+    source, imported, problem, plan, gm = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     names = [d.name for d in problem.cluster.devices]
     device_of = operator_devices(imported, plan)
     target = Path(args.out)
@@ -391,7 +452,8 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
     from dnnpart.export import operator_devices
 
-    source, imported, problem, plan, gm = load_planned_model(args.plan)
+    source, imported, problem, plan, gm = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
     if args.microbatches < 1:

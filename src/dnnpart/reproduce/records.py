@@ -100,7 +100,8 @@ def run_cell(
         return Cell(value=None, note=f"{NOT_AVAILABLE} for {problem.objective.kind}")
     started = time.perf_counter()
     try:
-        result = solve(problem, method, time_limit=time_limit, **options)
+        # deterministic: a rerun of the same table gives the same plans (issue 13)
+        result = solve(problem, method, time_limit=time_limit, deterministic=True, **options)
     except Exception as exc:  # a table records why a method failed and goes on
         logger.info("%s failed on %s: %s", method, problem.name, exc, exc_info=True)
         text = " ".join(str(exc).split())[:200]

@@ -153,6 +153,13 @@ def reproduce_tarnawski2020(
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT_S if quick else FULL_TIME_LIMIT_S)
     wanted = set(methods) if methods else None
     specs = table1_methods(QUICK_RESTARTS if quick else 10)
+    if wanted is not None:  # a typo would otherwise give empty tables and exit 0
+        known = {*specs, *TABLE4_METHODS, "operator", "layer"}
+        known |= {s.method for s in (*specs.values(), *TABLE4_METHODS.values())}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise ValueError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
+                             f"choose from {', '.join(sorted(known))}")
     found = find_workloads(folder, only)
     scotch = scotch_program() is not None
 

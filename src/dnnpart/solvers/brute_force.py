@@ -13,7 +13,7 @@ from dnnpart.evaluate import evaluate
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 MAX_ASSIGNMENTS = 200_000
@@ -48,6 +48,10 @@ def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan
     objectives=("throughput", "latency"),
     exact=True,
     source="test oracle",
+    options=(
+        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
+               minimum=1),
+    ),
 )
 def solve_brute_force(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -74,6 +78,10 @@ def solve_brute_force(
     objectives=("throughput", "latency"),
     exact=True,
     source="test oracle",
+    options=(
+        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
+               minimum=1),
+    ),
 )
 def solve_brute_force_contiguous(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
