@@ -169,6 +169,33 @@ def check_finite_sum(values: Any, where: str) -> None:
         raise FormatError(f"{where}: the values sum past the largest float (1.8e308); use smaller units")
 
 
+#: Deepest ``[``/``{`` nesting accepted in YAML text (PyYAML recurses once per level).
+MAX_NESTING = 200
+
+
+def check_nesting(text: str, where: str, *, limit: int = MAX_NESTING) -> None:
+    """Refuse text whose brackets nest deeper than ``limit`` (before a recursive parser runs).
+
+    Brackets inside quotes count too: the check errs on the side of refusing, and no real
+    cluster file nests 200 deep.
+
+    Examples
+    --------
+    >>> check_nesting("[" * 500, "c.yaml")
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: c.yaml: nested more than 200 deep
+    """
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                raise FormatError(f"{where}: nested more than {limit} deep")
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+
+
 def printable(text: str) -> str:
     """``text`` with terminal control characters escaped (names read from files).
 

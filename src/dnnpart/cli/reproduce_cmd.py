@@ -58,7 +58,10 @@ def default_workloads() -> Path:
 def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     """Run ``dnnpart reproduce``; progress lines go to stderr through ``out.note``."""
     from dnnpart.reproduce import reproduce_tarnawski2020
+    from dnnpart.reproduce.tarnawski2020 import check_methods
     from dnnpart.reproduce.workloads import find_workloads
+
+    check_methods(args.methods)
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")

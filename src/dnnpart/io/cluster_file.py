@@ -36,7 +36,7 @@ from dnnpart.devices.cluster import Cluster, Device
 from dnnpart.devices.presets import reference_cluster, two_level_cluster
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
-from dnnpart.limits import check_device_count, read_bounded
+from dnnpart.limits import check_device_count, check_nesting, read_bounded
 
 
 def _num(value: Any, where: str, *, minimum: float = 0.0, allow_inf: bool = False) -> float:
@@ -150,7 +150,9 @@ def read_cluster(path: str | Path) -> Cluster:
 
         raw = read_bounded(p, what="cluster file")
         try:
-            data = yaml.safe_load(raw.decode())
+            text = raw.decode()
+            check_nesting(text, str(p))
+            data = yaml.safe_load(text)
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise FormatError(f"{p}: invalid YAML ({f.one_line(str(exc))})") from None
         except RecursionError:

@@ -303,7 +303,12 @@ def _read(archive: np.lib.npyio.NpzFile, name: str, path: Path) -> npt.NDArray[A
     try:
         with archive.zip.open(f"{name}.npy") as member:
             version = np.lib.format.read_magic(member)
-            shape, _, dtype = np.lib.format._read_array_header(member, version)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
         check_npz_member(tuple(shape), np.dtype(dtype), f"{path}: {name}")
         arr: Any = archive[name]
     except FormatError:

@@ -121,6 +121,30 @@ def _options(spec: MethodSpec, w: Workload, folder: Path) -> dict[str, Any]:
     return options
 
 
+def check_methods(methods: list[str] | None) -> None:
+    """Refuse ``--methods`` names that are neither a column nor a method of the tables.
+
+    A typo would otherwise give empty tables and exit 0.
+
+    Examples
+    --------
+    >>> check_methods(["dp", "scotch"])
+    >>> check_methods(["bogus"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --methods: unknown column or method 'bogus'; choose from ...
+    """
+    if not methods:
+        return
+    specs = table1_methods()
+    known = {*specs, *TABLE4_METHODS}
+    known |= {s.method for s in (*specs.values(), *TABLE4_METHODS.values())}
+    unknown = sorted(set(methods) - known)
+    if unknown:
+        raise ValueError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(sorted(known))}")
+
+
 def reproduce_tarnawski2020(
     workloads_dir: str | Path, out_dir: str | Path, *, time_limit: float | None = None,
     methods: list[str] | None = None, quick: bool = False, only: list[str] | None = None,
@@ -153,13 +177,7 @@ def reproduce_tarnawski2020(
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT_S if quick else FULL_TIME_LIMIT_S)
     wanted = set(methods) if methods else None
     specs = table1_methods(QUICK_RESTARTS if quick else 10)
-    if wanted is not None:  # a typo would otherwise give empty tables and exit 0
-        known = {*specs, *TABLE4_METHODS, "operator", "layer"}
-        known |= {s.method for s in (*specs.values(), *TABLE4_METHODS.values())}
-        unknown = sorted(wanted - known)
-        if unknown:
-            raise ValueError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
-                             f"choose from {', '.join(sorted(known))}")
+    check_methods(methods)
     found = find_workloads(folder, only)
     scotch = scotch_program() is not None
 
