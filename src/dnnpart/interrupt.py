@@ -13,7 +13,8 @@ Mechanism
   second Ctrl-C: ``KeyboardInterrupt`` at once). A watchdog thread sets the flag with reason
   ``"time-limit"`` when the time limit passes, and, as a backstop for code that cannot check
   the flag (a long C call, a method that ignores the clock), raises :class:`Stopped` in the
-  solving thread ``GRACE_S`` seconds (plus 5% of the limit) after the flag was set. The
+  solving thread ``GRACE_S`` seconds after the flag was set (plus 5% of the limit when the
+  limit set it). The
   registry turns :class:`Stopped` into a result without a plan.
 * Blocking C solvers (CP-SAT, HiGHS) run in a helper thread through :func:`run_blocking`,
   which waits in short slices and calls the solver's own ``stop`` hook when the flag is set,
@@ -141,7 +142,8 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
     done = threading.Event()
     target = threading.get_ident()
     deadline = None if time_limit is None else time.monotonic() + time_limit
-    grace = GRACE_S + (0.05 * time_limit if time_limit is not None else 0.0)
+    # a passed time limit gets 5% of it more (models finishing their build); Ctrl-C does not
+    late = 0.05 * time_limit if time_limit is not None else 0.0
 
     def watch() -> None:
         fired = False
@@ -150,6 +152,7 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
             if deadline is not None and now >= deadline:
                 request_stop(TIME_LIMIT)
             since = _state["since"]
+            grace = GRACE_S + (late if _state["reason"] == TIME_LIMIT else 0.0)
             if not fired and since is not None and now - since >= grace and not done.is_set():
                 fired = True
                 _raise_in(target, Stopped)
