@@ -185,7 +185,8 @@ def sizes(rng: random.Random, folder: Path, i: int) -> Case:
          "nodes": [{"id": j, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1, "size": 1}
                    for j in range(n)]}
     p = _write(folder, f"iso{i}.json", g)
-    cap = rng.choice(("max_memory_bytes=1000000", "max_ideals=50000000", "max_memory_bytes=300000000"))
+    # small budgets keep the corpus fast; the default budget is measured in the README
+    cap = f"max_memory_bytes={rng.choice((10**5, 10**6, 3 * 10**6, 10**7))}"
     return Case("dp-memory", ["solve", str(p), "-m", "dp", "--set", cap], 1, "ideals", [p])
 
 

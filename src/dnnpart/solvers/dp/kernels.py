@@ -163,9 +163,9 @@ def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_id
                             n_f += 1
                     nxt_fptr[c + 1] = n_f
                     found = c
+                if n_edges >= max_edges:
+                    return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
                 if n_edges == e_cap:
-                    if n_edges >= max_edges:
-                        return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
                     e_cap *= 2
                     u2 = np.empty(e_cap, np.int32)
                     n2 = np.empty(e_cap, np.int32)
