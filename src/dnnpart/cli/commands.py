@@ -154,8 +154,11 @@ def parse_options(pairs: list[str], method: str | None = None) -> dict[str, Any]
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise FormatError(f"--set {pair!r}: expected KEY=VALUE")
-        name = key.replace("-", "_")
-        options[name] = info.option(name).parse(raw, info.name) if info is not None else raw
+        if info is None:
+            options[key.replace("-", "_")] = raw
+            continue
+        opt = info.option(key)  # the error names the key as typed
+        options[opt.name] = opt.parse(raw, info.name)
     return options
 
 

@@ -186,6 +186,8 @@ class Option:
             if abs(value) > _INT_MAX:
                 raise ValueError(f"{where}: expected an integer below 2**63, got {len(str(value))} digits")
         else:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+                raise ValueError(f"{where}: expected a number, got {got}")
             try:
                 value = float(value)
             except (TypeError, ValueError, OverflowError):
@@ -347,8 +349,10 @@ def solve(
     elif math.isinf(time_limit):
         time_limit = None
     checked = info.check_options(options)
+    if type(deterministic) is not bool:
+        raise ValueError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
     if deterministic and any(o.name == "deterministic" for o in info.options):
-        checked.setdefault("deterministic", True)
+        checked["deterministic"] = True
     # Deterministic runs stop on work, not the clock: the watchdog only backstops them.
     watch = time_limit if not checked.get("deterministic") or time_limit is None else 4 * time_limit + 10
     started = time.perf_counter()
