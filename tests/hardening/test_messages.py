@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from clirun import assert_one_error_line, run_cli  # noqa: E402
-from corpus import reference_graph  # noqa: E402
+from clirun import assert_one_error_line, run_cli
+from corpus import reference_graph
 
 BAD_VALUES: list[Any] = ["abc", -5, None, [1], {"a": 1}, True, int("9" * 330), "1e999"]
 NODE_FIELDS = ("cpuLatency", "fpgaLatency", "size", "colorClass", "layerId", "supportedOnFpga")

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from clirun import assert_one_error_line, run_cli  # noqa: E402
-from corpus import nonsense  # noqa: E402
+from clirun import assert_one_error_line, run_cli
+from corpus import nonsense
 
-from dnnpart.solvers import available_methods, solve  # noqa: E402
-from dnnpart.solvers.registry import Option, signature_defaults  # noqa: E402
-from dnnpart.testing import chain_problem  # noqa: E402
+from dnnpart.solvers import available_methods, solve
+from dnnpart.solvers.registry import Option, signature_defaults
+from dnnpart.testing import chain_problem
 
 METHODS = available_methods()
 IDS = [m.name for m in METHODS]

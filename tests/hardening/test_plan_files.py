@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from clirun import assert_one_error_line, run_cli  # noqa: E402
-from corpus import CONTROL, code_plan, control_names  # noqa: E402
+from clirun import assert_one_error_line, run_cli
+from corpus import CONTROL, code_plan, control_names
 
-from dnnpart.cli.model_cmds import plan_model_spec  # noqa: E402
-from dnnpart.errors import FormatError  # noqa: E402
-from dnnpart.limits import printable  # noqa: E402
+from dnnpart.cli.model_cmds import plan_model_spec
+from dnnpart.errors import FormatError
+from dnnpart.limits import printable
 
 MARKER_MODULE = "dnnpart_issue13_marker"
 
@@ -50,7 +50,7 @@ def test_seeded_plans_with_code_specs_are_refused(tmp_path: Path, marker: Path) 
 
 def test_trust_and_model_override_are_the_only_ways_in() -> None:
     block = {"spec": "module:pkg.mod:build"}
-    with pytest.raises(FormatError, match="model.spec"):
+    with pytest.raises(FormatError, match=r"model\.spec"):
         plan_model_spec(block, "p.json", model=None, trust=False)
     assert plan_model_spec(block, "p.json", model=None, trust=True) == "module:pkg.mod:build"
     assert plan_model_spec(block, "p.json", model="builtin:bert", trust=False) == "builtin:bert"

@@ -17,15 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from clirun import assert_one_error_line, run_cli  # noqa: E402
-from corpus import sizes  # noqa: E402
+from clirun import assert_one_error_line, run_cli
+from corpus import sizes
 
-from dnnpart.errors import FormatError, ProblemTooLargeError  # noqa: E402
-from dnnpart.graph.builder import GraphBuilder  # noqa: E402
-from dnnpart.limits import MAX_DEVICES, read_bounded  # noqa: E402
-from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals  # noqa: E402
-from dnnpart.solvers.dp.ideals import lattice_budget  # noqa: E402
-from dnnpart.testing import strategies as dst  # noqa: E402
+from dnnpart.errors import FormatError, ProblemTooLargeError
+from dnnpart.graph.builder import GraphBuilder
+from dnnpart.limits import MAX_DEVICES, read_bounded
+from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+from dnnpart.solvers.dp.ideals import lattice_budget
+from dnnpart.testing import strategies as dst
 
 
 def test_seeded_sizes_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -43,7 +43,8 @@ def test_seeded_sizes_are_refused_in_one_line(tmp_path: Path) -> None:
 def test_the_device_cap_is_where_the_docs_say(tmp_path: Path) -> None:
     from dnnpart.devices.presets import reference_cluster
 
-    assert reference_cluster(n_accelerators=MAX_DEVICES - 1, n_cpus=1, memory_bytes=1.0).n_devices == MAX_DEVICES
+    largest = reference_cluster(n_accelerators=MAX_DEVICES - 1, n_cpus=1, memory_bytes=1.0)
+    assert largest.n_devices == MAX_DEVICES
     with pytest.raises(FormatError, match="describe a smaller cluster"):
         reference_cluster(n_accelerators=MAX_DEVICES, n_cpus=1, memory_bytes=1.0)
 

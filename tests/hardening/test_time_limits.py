@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from big import wide_dag  # noqa: E402
+from big import wide_dag
 
-from dnnpart import interrupt  # noqa: E402
-from dnnpart.errors import DnnpartError  # noqa: E402
-from dnnpart.evaluate import evaluate  # noqa: E402
-from dnnpart.solvers import available_methods, solve  # noqa: E402
-from dnnpart.solvers.registry import DEFAULT_TIME_LIMITS, Stopwatch, get_method  # noqa: E402
-from dnnpart.testing import random_problem  # noqa: E402
+from dnnpart import interrupt
+from dnnpart.errors import DnnpartError
+from dnnpart.evaluate import evaluate
+from dnnpart.solvers import available_methods, solve
+from dnnpart.solvers.registry import DEFAULT_TIME_LIMITS, Stopwatch, get_method
+from dnnpart.testing import random_problem
 
 LIMIT_S = 1.0
 METHODS = [m.name for m in available_methods()]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from clirun import assert_one_error_line, run_cli  # noqa: E402
-from corpus import tracebacks  # noqa: E402
+from clirun import assert_one_error_line, run_cli
+from corpus import tracebacks
 
 N_CASES = 240
 

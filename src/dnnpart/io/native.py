@@ -301,6 +301,8 @@ def _read(archive: np.lib.npyio.NpzFile, name: str, path: Path) -> npt.NDArray[A
     is refused from its header); a member that is not an array is refused too.
     """
     try:
+        if archive.zip is None:
+            raise ValueError("archive closed")
         with archive.zip.open(f"{name}.npy") as member:
             version = np.lib.format.read_magic(member)
             if version == (1, 0):
