@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,10 @@ def cell_from_result(result: SolveResult, problem: Problem | None = None) -> Cel
                 note="; ".join(notes), plan=result.plan)
 
 
+#: Whether :func:`run_cell` solves with ``deterministic=True`` (set per reproduction run).
+DETERMINISTIC: ContextVar[bool] = ContextVar("DETERMINISTIC", default=True)
+
+
 def run_cell(
     problem: Problem, method: str, *, time_limit: float | None = None, score_on: Problem | None = None,
     **options: Any,
@@ -101,7 +106,8 @@ def run_cell(
     started = time.perf_counter()
     try:
         # deterministic: a rerun of the same table gives the same plans (issue 13)
-        result = solve(problem, method, time_limit=time_limit, deterministic=True, **options)
+        result = solve(problem, method, time_limit=time_limit, deterministic=DETERMINISTIC.get(),
+                       **options)
     except Exception as exc:  # a table records why a method failed and goes on
         logger.info("%s failed on %s: %s", method, problem.name, exc, exc_info=True)
         text = " ".join(str(exc).split())[:200]
