@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import signal
 import threading
 import time
@@ -146,15 +147,18 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
     late = 0.05 * time_limit if time_limit is not None else 0.0
 
     def watch() -> None:
-        fired = False
+        fired_at = -math.inf
         while not done.wait(0.05):
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 request_stop(TIME_LIMIT)
             since = _state["since"]
             grace = GRACE_S + (late if _state["reason"] == TIME_LIMIT else 0.0)
-            if not fired and since is not None and now - since >= grace and not done.is_set():
-                fired = True
+            # repeated: an asynchronous exception that lands in a __del__ or a gc callback
+            # is printed and dropped by Python
+            if since is not None and now - since >= grace and now - fired_at >= 1.0 \
+                    and not done.is_set():
+                fired_at = now
                 _raise_in(target, Stopped)
 
     watcher = threading.Thread(target=watch, name="dnnpart-stop-watch", daemon=True)
@@ -162,8 +166,13 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        done.set()
-        watcher.join()
+        while True:  # a late Stopped landing here must not leave the watcher running
+            try:
+                done.set()
+                watcher.join()
+                break
+            except Stopped:
+                continue
         with _lock:
             _state["depth"] -= 1
         if handled:

@@ -144,7 +144,7 @@ def _subprocess_sigint(tmp_path: Path, argv: list[str], delay: float) -> tuple[i
 
 
 @pytest.mark.parametrize("method,extra", [
-    ("local-search", []),
+    pytest.param("local-search", [], marks=pytest.mark.slow),
     ("ip-noncontig", ["--backend", "portfolio"]),
 ])
 def test_process_exit_code_is_130(method: str, extra: list[str], graph_file: Path, tmp_path: Path) -> None:

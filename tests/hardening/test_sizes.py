@@ -42,9 +42,9 @@ def test_seeded_sizes_are_refused_in_one_line(tmp_path: Path) -> None:
 
 def test_the_device_cap_is_where_the_docs_say(tmp_path: Path) -> None:
     from dnnpart.devices.presets import reference_cluster
+    from dnnpart.limits import check_device_count
 
-    largest = reference_cluster(n_accelerators=MAX_DEVICES - 1, n_cpus=1, memory_bytes=1.0)
-    assert largest.n_devices == MAX_DEVICES
+    assert check_device_count(MAX_DEVICES, "devices") == MAX_DEVICES
     with pytest.raises(FormatError, match="describe a smaller cluster"):
         reference_cluster(n_accelerators=MAX_DEVICES, n_cpus=1, memory_bytes=1.0)
 

@@ -32,10 +32,11 @@ def _problem(args: argparse.Namespace) -> Problem:
 def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
     """Structural figures of a problem's graph (what `dnnpart info` shows)."""
     g, c = problem.graph, problem.cluster
+    counted = True
     try:
         n_ideals: int | None = alg.count_ideals(g, limit=ideal_limit)
-    except ProblemTooLargeError:
-        n_ideals = None
+    except ProblemTooLargeError as exc:
+        n_ideals, counted = None, "not counted" not in str(exc)
     dp_ideals = _dp_ideals(problem, ideal_limit)
     width, exact = alg.width(g)
     classes = g.color_class[g.color_class >= 0]
@@ -58,6 +59,7 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
         "ideals": n_ideals,
         "dp_ideals": dp_ideals,
         "ideal_limit": ideal_limit,
+        "ideals_counted": counted,
         "ccr": alg.communication_to_computation_ratio(g),
         "degree_of_parallelism": alg.degree_of_parallelism(g) if np.isfinite(acc).all() else None,
         "cluster": {
@@ -105,7 +107,7 @@ def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
         ("critical path (accelerator)", fmt(s["critical_path_accelerator"])),
         ("depth (levels)", f"{s['depth_levels']:,}"),
         ("width (max antichain)", f"{s['width']:,}" + ("" if s["width_exact"] else " (lower bound)")),
-        ("ideals", count(s["ideals"])),
+        ("ideals", count(s["ideals"]) if s["ideals_counted"] else "not counted (too large)"),
         ("ideals searched by the DP (contracted)", count(s["dp_ideals"])),
         ("CCR (comm / compute)", fmt(s["ccr"])),
         ("avg. degree of parallelism", fmt(s["degree_of_parallelism"])),
