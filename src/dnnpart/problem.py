@@ -9,7 +9,14 @@ from dnnpart.graph.core import Graph
 
 THROUGHPUT = "throughput"
 LATENCY = "latency"
-OBJECTIVE_KINDS = (THROUGHPUT, LATENCY)
+#: Paper 2: makespan of the op-level emulation (:func:`dnnpart.simulate.emulate_ops`).
+MAKESPAN = "makespan"
+#: Paper 4: simulated time per sample of a synchronous pipeline
+#: (:func:`dnnpart.simulate.simulate_pipeline`); Eq. 5's max stage time is reported beside it.
+PIPELINE = "pipeline"
+OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE)
+#: Pipeline schedules of the ``pipeline`` objective.
+SCHEDULES = ("gpipe", "1f1b")
 #: Training objectives (paper 1, section 5.3): PipeDream's max_i(FW_i + BW_i) and GPipe's
 #: max_i FW_i + max_i BW_i.
 TRAINING_FORMS = ("pipedream", "gpipe")
@@ -32,12 +39,20 @@ class Objective:
     kind: str = THROUGHPUT
     training: str = "pipedream"
     overlap: str = "none"
+    #: ``pipeline`` only: schedule, micro-batches per step, activation recomputation.
+    schedule: str = "gpipe"
+    microbatches: int = 4
+    recompute: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.microbatches, bool) or not isinstance(self.microbatches, int) \
+                or self.microbatches < 1:
+            raise ValueError(f"objective microbatches must be an integer >= 1, got {self.microbatches!r}")
         for attr, allowed in (
             ("kind", OBJECTIVE_KINDS),
             ("training", TRAINING_FORMS),
             ("overlap", OVERLAP_MODES),
+            ("schedule", SCHEDULES),
         ):
             value = getattr(self, attr)
             if value not in allowed:
@@ -46,6 +61,11 @@ class Objective:
     def describe(self) -> str:
         if self.kind == LATENCY:
             return "single-sample latency"
+        if self.kind == MAKESPAN:
+            return "makespan (op-level emulation)"
+        if self.kind == PIPELINE:
+            return (f"pipeline time per sample ({self.schedule}, {self.microbatches} micro-batches"
+                    + (", recomputation)" if self.recompute else ")"))
         parts = ["time per sample (max device load)"]
         if self.training == "gpipe":
             parts.append("GPipe form max FW + max BW")

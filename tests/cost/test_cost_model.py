@@ -93,7 +93,8 @@ def test_unknown_operator_is_priced_by_bytes_never_zero() -> None:
 
 
 def test_shorthand_cluster_uses_the_presets_links() -> None:
-    priced = resolve_cluster("4xH100")
+    assert resolve_cluster("4xH100").cluster.n_cpus == 0  # host CPUs only when asked
+    priced = resolve_cluster("4xH100+1cpu")
     c = priced.cluster
     assert c.n_accelerators == 4 and c.n_cpus == 1
     assert c.bandwidth[0, 1] == load_catalog().link("nvlink4").bandwidth

@@ -65,7 +65,8 @@ def test_round_trip_with_subgraphs(tmp_path: Path, data) -> None:
     path = tmp_path / "plan.json"
     write_plan(problem, plan, path, result)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "dnnpart.plan" and doc["version"] == 1
+    assert doc["format"] == "dnnpart.plan" and doc["version"] == 2
+    assert [d["name"] for d in doc["cluster"]["devices"]] == [d.name for d in problem.cluster.devices]
     assert (doc["method"], doc["status"], doc["objective"], doc["bound"]) == ("test", "feasible", 12.5, 10.0)
     back = read_plan(path, problem)
     np.testing.assert_array_equal(back.assignment, plan.assignment)
@@ -164,7 +165,7 @@ def test_subgraphs_must_cover_the_device_nodes() -> None:
 @pytest.mark.parametrize(
     ("doc", "fragment"),
     [
-        ({"format": "dnnpart.plan", "version": 2, "devices": []}, "version"),
+        ({"format": "dnnpart.plan", "version": 3, "devices": []}, "version"),
         ({"format": "dnnpart.plan", "devices": []}, "version"),
         ({"format": "dnnpart.plan", "version": 1}, "devices"),
         ({"format": "something else"}, "not a plan"),
@@ -266,7 +267,7 @@ def test_round_trip_with_replicas(tmp_path: Path) -> None:
     plan = Plan(assignment=a, replica_of=[0, 0, 2, 3])
     write_plan(p, plan, tmp_path / "p.json")
     doc = json.loads((tmp_path / "p.json").read_text())
-    assert doc["version"] == 1
+    assert doc["version"] == 2
     assert doc["devices"][1] == {"name": "acc1", "kind": "accelerator", "nodes": [],
                                  "replica_of": "acc0"}
     assert "replica_of" not in doc["devices"][0]
@@ -305,3 +306,26 @@ def test_a_replica_of_a_replica_is_refused() -> None:
                  {"name": "acc2", "replica_of": "acc1"}])
     with pytest.raises(FormatError, match="itself a replica"):
         parse_plan(doc, p)
+
+
+def test_version_2_plans_keep_their_cluster_and_version_1_plans_still_read(tmp_path) -> None:
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.io.plan_files import plan_cluster
+
+    cluster = resolve_cluster("torus2d:x=2,y=2,bw=5e9,latency=1e-6").cluster
+    graph = _problem().graph
+    p = Problem(graph=graph, cluster=cluster)
+    a = np.zeros(graph.n_nodes, np.int64)
+    a[-1] = 3
+    write_plan(p, Plan(assignment=a), tmp_path / "p.json")
+    back = plan_cluster(tmp_path / "p.json")
+    assert back is not None and [d.name for d in back.devices] == [d.name for d in cluster.devices]
+    np.testing.assert_array_equal(back.bandwidth, cluster.bandwidth)
+    np.testing.assert_array_equal(back.latency, cluster.latency)
+    assert len(back.links) == len(cluster.links)
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["version"] = 1
+    del doc["cluster"]
+    (tmp_path / "v1.json").write_text(json.dumps(doc))
+    assert plan_cluster(tmp_path / "v1.json") is None
+    np.testing.assert_array_equal(read_plan(tmp_path / "v1.json", p).assignment, a)

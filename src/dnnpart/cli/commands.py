@@ -15,7 +15,7 @@ from dnnpart.cli.render import Renderer, fmt, fmt_bytes, safe
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
-from dnnpart.io import load_problem, plan_to_dict, read_cluster, read_plan, write_plan
+from dnnpart.io import load_problem, plan_to_dict, read_plan, write_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Objective, Problem
@@ -23,8 +23,16 @@ from dnnpart.solvers import available_methods, get_method, solve
 
 
 def _problem(args: argparse.Namespace) -> Problem:
-    cluster = read_cluster(args.cluster) if args.cluster else None
-    objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap)
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.io.plan_files import plan_cluster
+
+    cluster = resolve_cluster(args.cluster).cluster if args.cluster else None
+    if cluster is None and getattr(args, "plan", None):
+        cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
+    objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
+                          schedule=getattr(args, "schedule", "gpipe"),
+                          microbatches=getattr(args, "microbatches", 4),
+                          recompute=getattr(args, "recompute", False))
     return load_problem(args.graph, cluster=cluster, objective=objective)
 
 
@@ -138,6 +146,10 @@ def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
         out.print(f"{problem.objective.describe()}: [bold]{fmt(ev.objective)}[/]"
                   + ("" if ev.feasible else "  [red](plan violates constraints)[/]"))
         out.print(out.device_table(problem, plan, ev))
+        if ev.simulation is not None and "max_stage_time_eq5" in ev.simulation:
+            sim = ev.simulation
+            out.print(f"step time {fmt(sim['step_time'])}, bubble {sim['bubble_fraction']:.1%}, "
+                      f"max stage time (paper 4 Eq. 5) {fmt(sim['max_stage_time_eq5'])}")
         for v in ev.violations:
             out.print(f"[red]violation:[/] {safe(v)}")
     return EXIT_OK if ev.feasible else EXIT_NO_PLAN

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dnnpart.cli import model_cmds, reproduce_cmd
+from dnnpart.cli import model_cmds, reproduce_cmd, sim_cmds
 from dnnpart.errors import (
     DnnpartError,
     InfeasibleError,
@@ -29,13 +29,28 @@ EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", help="graph file (dnn-partitioning .json, native .npz) or zoo:NAME")
-    p.add_argument("--cluster", metavar="FILE", help="cluster file (JSON/YAML); default: the graph file's")
-    p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
+    p.add_argument("--cluster", metavar="SPEC",
+                   help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
+                        "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
+    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline"),
+                   default="throughput",
+                   help="makespan: op-level emulation (paper 2); pipeline: simulated time per "
+                        "sample of a synchronous pipeline (paper 4)")
+    _add_pipeline_args(p)
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream",
                    help="training objective: max(FW+BW) per device (pipedream) or max FW + max BW (gpipe)")
     p.add_argument("--overlap", choices=("none", "compute-comm", "full-duplex"), default="none",
                    help="how transfers overlap compute (paper 1, appendix C.1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def _add_pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe",
+                   help="pipeline schedule (pipeline objective, simulate)")
+    p.add_argument("--microbatches", type=int, default=4, metavar="M",
+                   help="micro-batches per step (pipeline objective, simulate; default 4)")
+    p.add_argument("--recompute", action="store_true",
+                   help="recompute activations in the backward pass (pipeline)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reproduce_cmd.add_parser(sub)
     model_cmds.add_parsers(sub)
+    sim_cmds.add_parsers(sub, _add_problem_args)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                              help="no progress output on stderr")
@@ -117,8 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dnnpart.cli import commands
 
         name = f"cmd_{args.command}"
-        handler = next(getattr(m, name) for m in (commands, reproduce_cmd, model_cmds)
-                       if hasattr(m, name))
+        modules = (commands, reproduce_cmd, model_cmds, sim_cmds)
+        handler = next(getattr(m, name) for m in modules if hasattr(m, name))
         code: int = handler(args, out)
         return code
     except KeyboardInterrupt:

@@ -13,7 +13,11 @@ from dnnpart.cost.specs import Catalog, load_catalog
 from dnnpart.devices.cluster import ACCELERATOR, CPU, Cluster, Device
 from dnnpart.errors import FormatError
 
-_SHORTHAND = re.compile(r"^\s*(\d+)\s*[xX*]\s*([A-Za-z0-9_.\-]+)\s*$")
+_SHORTHAND = re.compile(
+    r"^\s*(\d+)\s*[xX*]\s*([A-Za-z0-9_.\-]+?)\s*(?:\+\s*(\d+)\s*cpus?)?\s*$", re.IGNORECASE
+)
+#: Largest accelerator count of the ``NxPRESET`` shorthand (dense d x d matrices).
+MAX_SHORTHAND_DEVICES = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -25,9 +29,14 @@ class PricedCluster:
 
 
 def shorthand_cluster(
-    n_accelerators: int, preset: str, *, catalog: Catalog | None = None, host_cpu: bool = True
+    n_accelerators: int, preset: str, *, catalog: Catalog | None = None, host_cpu: bool = False,
+    n_cpus: int | None = None,
 ) -> PricedCluster:
-    """``n`` accelerators of ``preset`` joined by its default link, plus a host CPU.
+    """``n`` accelerators of ``preset`` joined by its default link; host CPUs only when asked.
+
+    ``n_cpus`` host CPUs (``4xA100+1cpu``; ``host_cpu=True`` is ``n_cpus=1``) join over the
+    preset's host link. Without them the cluster is exactly the ``n`` accelerators, so no plan
+    can put a stage on a CPU nobody asked for.
 
     Device-to-device bandwidth and latency come from the preset's ``default_link``; the
     accelerator <-> CPU entries from its ``host_link`` (also the reference link of the
@@ -35,7 +44,9 @@ def shorthand_cluster(
 
     Examples
     --------
-    >>> pc = shorthand_cluster(4, "A100")
+    >>> [d.name for d in shorthand_cluster(2, "A100").cluster.devices]
+    ['acc0', 'acc1']
+    >>> pc = shorthand_cluster(4, "A100", n_cpus=1)
     >>> [d.name for d in pc.cluster.devices]
     ['acc0', 'acc1', 'acc2', 'acc3', 'cpu0']
     >>> float(pc.cluster.bandwidth[0, 1]), float(pc.cluster.bandwidth[0, 4])
@@ -43,6 +54,11 @@ def shorthand_cluster(
     """
     if n_accelerators < 1:
         raise FormatError(f"cluster: need at least 1 accelerator, got {n_accelerators}")
+    cpus = (1 if host_cpu else 0) if n_cpus is None else n_cpus
+    if n_accelerators + cpus > MAX_SHORTHAND_DEVICES:
+        raise FormatError(
+            f"cluster: {n_accelerators + cpus} devices exceed the limit of {MAX_SHORTHAND_DEVICES}"
+        )
     cat = catalog or load_catalog()
     spec = cat.device(preset)
     if spec.kind != ACCELERATOR:
@@ -54,8 +70,8 @@ def shorthand_cluster(
         Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=spec.memory_bytes)
         for i in range(n_accelerators)
     ]
-    if host_cpu:
-        devices.append(Device(name="cpu0", kind=CPU, memory_bytes=model.cpu.memory_bytes))
+    devices += [Device(name=f"cpu{i}", kind=CPU, memory_bytes=model.cpu.memory_bytes)
+                for i in range(cpus)]
     d = len(devices)
     bandwidth = np.full((d, d), host.bandwidth)
     latency = np.full((d, d), host.latency)
@@ -67,7 +83,7 @@ def shorthand_cluster(
         devices=tuple(devices),
         bandwidth=bandwidth,
         latency=latency,
-        name=f"{n_accelerators}x{spec.name}" + (" + host CPU" if host_cpu else ""),
+        name=f"{n_accelerators}x{spec.name}" + (f"+{cpus}cpu" if cpus else ""),
     )
     return PricedCluster(cluster=cluster, cost_model=model)
 
@@ -75,25 +91,49 @@ def shorthand_cluster(
 def resolve_cluster(
     spec: str, *, catalog: Catalog | None = None, accelerator: str = "A100-40GB"
 ) -> PricedCluster:
-    """``"NxPRESET"`` shorthand, or a cluster file (priced with ``accelerator``'s preset).
+    """The one ``--cluster SPEC`` resolver of every command.
+
+    ``SPEC`` is, in this order: an existing cluster file (JSON/YAML); ``NxPRESET[+Mcpu]``
+    (``4xA100`` = four accelerators, ``4xA100+1cpu`` adds a host CPU); or a topology
+    generator ``GENERATOR:key=value,...`` (:mod:`dnnpart.devices.topology`, e.g.
+    ``torus3d:x=8,y=8,z=8,bw=25e9``). Files and generators are priced with ``accelerator``'s
+    preset (``dgx1`` with V100's).
 
     Examples
     --------
     >>> resolve_cluster("2xV100").cost_model.host_link.name
     'pcie3-x16'
+    >>> resolve_cluster("2xA100+1cpu").cluster.n_cpus, resolve_cluster("2xA100").cluster.n_cpus
+    (1, 0)
+    >>> resolve_cluster("mesh2d:x=2,y=2").cluster.n_devices
+    4
     >>> resolve_cluster("2xTPU")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     dnnpart.errors.FormatError: unknown device preset 'TPU'; known: A100-40GB, ...
     """
+    path = Path(spec)
+    if path.is_file():
+        from dnnpart.io.cluster_file import read_cluster
+
+        return PricedCluster(
+            cluster=read_cluster(path), cost_model=CostModel.from_presets(accelerator, catalog=catalog)
+        )
     match = _SHORTHAND.match(spec)
     if match:
-        return shorthand_cluster(int(match.group(1)), match.group(2), catalog=catalog)
-    path = Path(spec)
-    if not path.exists():
-        raise FormatError(f"--cluster {spec!r}: neither NxPRESET (e.g. 4xA100) nor an existing cluster file")
-    from dnnpart.io.cluster_file import read_cluster
+        n_cpus = int(match.group(3)) if match.group(3) else 0
+        return shorthand_cluster(int(match.group(1)), match.group(2), catalog=catalog, n_cpus=n_cpus)
+    from dnnpart.devices.topology import GENERATORS, generate, parse_generator_spec
 
-    return PricedCluster(
-        cluster=read_cluster(path), cost_model=CostModel.from_presets(accelerator, catalog=catalog)
+    name = spec.partition(":")[0].strip()
+    if name in GENERATORS:
+        try:
+            cluster = generate(*parse_generator_spec(spec))
+        except ValueError as exc:
+            raise FormatError(f"--cluster {spec!r}: {exc}") from None
+        model = CostModel.from_presets("V100" if name == "dgx1" else accelerator, catalog=catalog)
+        return PricedCluster(cluster=cluster, cost_model=model)
+    raise FormatError(
+        f"--cluster {spec!r}: neither an existing cluster file, NxPRESET[+Mcpu] (e.g. 4xA100) nor "
+        f"a generator GENERATOR:key=value,... (generators: {', '.join(GENERATORS)})"
     )

@@ -47,6 +47,40 @@ class Device:
         return self.kind == ACCELERATOR
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """One undirected physical link of a topology (``docs/topologies.md``).
+
+    Parameters
+    ----------
+    a, b : indices of the two devices it joins (``a != b``).
+    bandwidth : bytes/s, finite and > 0.
+    latency : seconds, >= 0.
+    kind : free label shown by ``dnnpart cluster show`` (e.g. ``"nvlink2"``, ``"pcie3"``).
+
+    Examples
+    --------
+    >>> Link(a=0, b=1, bandwidth=25e9).latency
+    0.0
+    """
+
+    a: int
+    b: int
+    bandwidth: float
+    latency: float = 0.0
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if self.a == self.b or self.a < 0 or self.b < 0:
+            raise ValueError(f"link {self.a}-{self.b}: must join two distinct devices")
+        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"link {self.a}-{self.b}: bandwidth must be a finite number > 0, "
+                             f"got {self.bandwidth}")
+        if not (math.isfinite(self.latency) and self.latency >= 0):
+            raise ValueError(f"link {self.a}-{self.b}: latency must be a finite number >= 0, "
+                             f"got {self.latency}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Cluster:
     """A set of devices, host links and device-to-device links.
@@ -68,6 +102,12 @@ class Cluster:
         times ``reference_bandwidth / bandwidth[i, j]`` (:meth:`transfer_scale`). ``None``
         (default): the fastest link between two distinct accelerators. Flat clusters ignore
         it and price every transfer at ``host_link_scale``.
+    links : the physical topology the matrices were routed from
+        (:func:`dnnpart.devices.topology.cluster_from_links`); empty when the matrices were
+        given directly (paper 1's files, presets), which are then used as they are.
+    routed : whether the matrices were derived from ``links`` by the routing rule (then a
+        transfer's path is known: :func:`dnnpart.devices.routing.route_path`), rather than
+        given with the links kept for display (e.g. DGX-1, which does not forward NVLink).
 
     Examples
     --------
@@ -85,9 +125,14 @@ class Cluster:
     name: str = ""
     time_unit_s: float = 1e-3
     reference_bandwidth: float | None = None
+    links: tuple[Link, ...] = ()
+    routed: bool = False
 
     def __post_init__(self) -> None:
         d = len(self.devices)
+        for link in self.links:
+            if max(link.a, link.b) >= d:
+                raise ValueError(f"link {link.a}-{link.b}: the cluster has {d} devices")
         ref = self.reference_bandwidth
         if ref is not None and not (math.isfinite(ref) and ref > 0):
             raise ValueError(f"cluster reference_bandwidth must be a finite number > 0, got {ref}")

@@ -16,7 +16,7 @@ from dnnpart.evaluate.replication import allreduce_time, checked_replication, co
 from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
-from dnnpart.problem import LATENCY, Problem
+from dnnpart.problem import LATENCY, MAKESPAN, PIPELINE, Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -39,6 +39,9 @@ class Evaluation:
     memory_bytes : memory used per device (a replica holds its whole stage).
     contiguous : per device, whether its forward part and its backward part are contiguous.
     latency : single-sample latency details when the objective is latency.
+    simulation : for ``makespan`` and ``pipeline``: the simulator's figures (makespan and
+        peaks; step time, Eq. 5 max stage time, bubble fraction, memory split per device).
+        ``memory_bytes`` then holds the simulated peak per device.
     """
 
     objective: float
@@ -52,6 +55,7 @@ class Evaluation:
     contiguous: BoolArray
     latency: LatencyResult | None = None
     allreduce: FloatArray | None = None
+    simulation: dict[str, Any] | None = None
 
     def to_dict(self, problem: Problem) -> dict[str, Any]:
         """JSON-ready summary with per-device figures."""
@@ -84,6 +88,8 @@ class Evaluation:
         }
         if self.latency is not None:
             out["latency"] = _finite(self.latency.latency)
+        if self.simulation is not None:
+            out["simulation"] = self.simulation
         return out
 
 
@@ -126,11 +132,16 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         by_part = np.stack((combine_replicated(by_part[0], counts, zero, objective.overlap),
                             combine_replicated(by_part[1], counts, allreduce, objective.overlap)))
         total = combine_replicated(total, counts, allreduce, objective.overlap)
+    simulation = None
+    if objective.kind in (MAKESPAN, PIPELINE):
+        value, memory, simulation = _simulate(problem, plan, a)
     violations = _violations(problem, a, memory)
     contiguous = _contiguity(graph, a, cluster.n_devices)
 
     latency = None
-    if objective.kind == LATENCY:
+    if objective.kind in (MAKESPAN, PIPELINE):
+        pass
+    elif objective.kind == LATENCY:
         subgraph = None if plan.subgraph is None else plan.subgraph.astype(np.int64)
         latency = single_sample_latency(graph, cluster, a, subgraph)
         if latency.problem:
@@ -152,7 +163,36 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         contiguous=contiguous,
         latency=latency,
         allreduce=allreduce,
+        simulation=simulation,
     )
+
+
+def _simulate(problem: Problem, plan: Plan, a: IntArray) -> tuple[float, FloatArray, dict[str, Any]]:
+    """Objective value, per-device peak memory and figures from the simulators."""
+    from dnnpart import simulate
+
+    cluster, objective = problem.cluster, problem.objective
+    if not np.all(np.isfinite(node_times(problem.graph, cluster, a))):
+        # unsupported placements: reported as a violation (as for every objective), not run
+        static: FloatArray = np.bincount(a, weights=problem.graph.memory_bytes,
+                                         minlength=cluster.n_devices).astype(np.float64)
+        return float("inf"), static, {"error": "a node is placed on a device kind without its time"}
+    if objective.kind == MAKESPAN:
+        if plan.is_replicated:
+            raise ValueError("the makespan objective emulates one execution; it has no replicas")
+        s = simulate.emulate_ops(problem.graph, cluster, a, curves=False)
+        return s.makespan, s.peak_memory, {"makespan": s.makespan,
+                                           "peak_memory_bytes": s.peak_memory.tolist()}
+    stages, edges = simulate.stages_from_plan(problem, plan)
+    r = simulate.simulate_pipeline(
+        stages, cluster, edges=edges, microbatches=objective.microbatches,
+        schedule=objective.schedule, recompute=objective.recompute,
+        training=problem.graph.is_training,
+    )
+    memory = np.zeros(cluster.n_devices)
+    for d, parts in r.memory.items():
+        memory[d] = parts["total"]
+    return r.time_per_sample, memory, r.to_dict(cluster)
 
 
 def _checked_assignment(problem: Problem, plan: Plan) -> IntArray:

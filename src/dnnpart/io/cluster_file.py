@@ -18,9 +18,20 @@ Three forms::
     devices:                   # explicit; `count` expands name into name0, name1, ...
       - {name: gpu, count: 4, kind: accelerator, memory_bytes: 16e9, speed: 1.0}
       - {name: host, kind: cpu}
-    bandwidth: [[...]]         # optional (d, d) bytes/s
+    bandwidth: [[...]]         # optional (d, d) bytes/s, used as given
+    latency: [[...]]           # optional (d, d) seconds, used as given
+    links:                     # optional topology: matrices routed by the widest-path rule
+      - {a: gpu0, b: gpu1, bandwidth: 25e9, latency: 1e-6, kind: nvlink}
 
-Numbers may be written as strings (YAML 1.1 reads ``16e9`` as text).
+    preset: torus3d            # any topology generator (dnnpart.devices.topology) + parameters
+    x: 4
+    y: 4
+    z: 4
+
+With ``links`` and no ``bandwidth``, the ``(d, d)`` matrices are derived from the links by the
+one routing rule (:mod:`dnnpart.devices.routing`); a matrix given in the file is used as is
+(the links are then kept for display). Numbers may be written as strings (YAML 1.1 reads
+``16e9`` as text; ``"inf"`` is accepted where infinity is).
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnpart.devices.cluster import Cluster, Device
+from dnnpart.devices.cluster import Cluster, Device, Link
 from dnnpart.devices.presets import reference_cluster, two_level_cluster
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
@@ -89,8 +100,14 @@ def _cluster(root: dict[str, Any], source: str) -> Cluster:
                 inter_bandwidth=_num(root.get("inter_bandwidth"), "inter_bandwidth"),
                 n_cpus=_int(root.get("cpus", 0), "cpus"),
             )
+        from dnnpart.devices.topology import GENERATORS, generate
+
+        if preset in GENERATORS:
+            params = {k: v for k, v in root.items() if k not in ("preset", "time_unit_s")}
+            return generate(str(preset), params)
         if preset is not None:
-            raise FormatError(f"preset: expected 'reference' or 'two-level', got {f.describe(preset)}")
+            raise FormatError(f"preset: expected 'reference', 'two-level' or a generator "
+                              f"({', '.join(GENERATORS)}), got {f.describe(preset)}")
         return _explicit(root)
     except ValueError as exc:
         if isinstance(exc, FormatError):
@@ -127,19 +144,98 @@ def _explicit(root: dict[str, Any]) -> Cluster:
     d = len(devices)
     if d == 0:
         raise FormatError("devices: the cluster has no devices")
-    bandwidth = np.full((d, d), math.inf)
-    if "bandwidth" in root:
-        rows = f.require_list(root["bandwidth"], "bandwidth")
-        if len(rows) != d:
-            raise FormatError(f"bandwidth: expected {d} rows (one per device), got {len(rows)}")
-        for i, row in enumerate(rows):
-            row = f.require_list(row, f"bandwidth[{i}]")
-            if len(row) != d:
-                raise FormatError(f"bandwidth[{i}]: expected {d} values, got {len(row)}")
-            for j, x in enumerate(row):
-                bandwidth[i, j] = _num(x, f"bandwidth[{i}][{j}]", allow_inf=True)
+    links = _links(root, devices) if "links" in root else ()
+    reference = root.get("reference_bandwidth")
+    ref = None if reference is None else _num(reference, "reference_bandwidth")
+    if links and "bandwidth" not in root:
+        from dnnpart.devices.topology import cluster_from_links
+
+        routed = cluster_from_links(devices, links, group=groups, reference_bandwidth=ref)
+        return dataclasses.replace(routed, host_link_scale=np.asarray(scales),
+                                   name=str(root.get("name", "")))
+    bandwidth = _matrix(root, "bandwidth", d, math.inf)
+    latency = _matrix(root, "latency", d, 0.0)
     return Cluster(devices=tuple(devices), host_link_scale=np.asarray(scales),
-                   bandwidth=bandwidth, group=np.asarray(groups, dtype=np.int64))
+                   bandwidth=bandwidth, latency=latency, group=np.asarray(groups, dtype=np.int64),
+                   links=links, reference_bandwidth=ref, name=str(root.get("name", "")))
+
+
+def _matrix(root: dict[str, Any], key: str, d: int, fill: float) -> np.ndarray:
+    out = np.full((d, d), fill)
+    if key not in root:
+        return out
+    rows = f.require_list(root[key], key)
+    if len(rows) != d:
+        raise FormatError(f"{key}: expected {d} rows (one per device), got {len(rows)}")
+    for i, row in enumerate(rows):
+        row = f.require_list(row, f"{key}[{i}]")
+        if len(row) != d:
+            raise FormatError(f"{key}[{i}]: expected {d} values, got {len(row)}")
+        for j, x in enumerate(row):
+            out[i, j] = _num(x, f"{key}[{i}][{j}]", allow_inf=True)
+    return out
+
+
+def _links(root: dict[str, Any], devices: list[Device]) -> tuple[Link, ...]:
+    index = {dev.name: i for i, dev in enumerate(devices)}
+    out: list[Link] = []
+    for k, entry in enumerate(f.require_list(root["links"], "links")):
+        where = f"links[{k}]"
+        entry = f.require_mapping(entry, where)
+        ends = []
+        for end in ("a", "b"):
+            name = f.text(entry.get(end), f"{where}.{end}")
+            if name not in index:
+                raise FormatError(f"{where}.{end}: unknown device {name!r}")
+            ends.append(index[name])
+        if ends[0] == ends[1]:
+            raise FormatError(
+                f"{where}: a link joins two distinct devices, got {devices[ends[0]].name} twice")
+        bw = _num(entry.get("bandwidth"), f"{where}.bandwidth")
+        if bw <= 0:
+            raise FormatError(f"{where}.bandwidth: expected a number > 0, got {bw}")
+        lat = _num(entry.get("latency", 0.0), f"{where}.latency")
+        kind = entry.get("kind", "")
+        out.append(Link(a=ends[0], b=ends[1], bandwidth=bw, latency=lat,
+                        kind=kind if isinstance(kind, str) else ""))
+    return tuple(out)
+
+
+def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
+    """The explicit form of :func:`parse_cluster` (``inf`` as text).
+
+    A routed cluster is stored as its link list (the matrices follow from the one routing
+    rule, and a 512-device torus stays small); matrices given directly are stored as they are.
+
+    Examples
+    --------
+    >>> from dnnpart.devices import reference_cluster
+    >>> c = reference_cluster(n_accelerators=2, n_cpus=0, memory_bytes=1e9)
+    >>> back = parse_cluster(cluster_to_dict(c))
+    >>> bool((back.bandwidth == c.bandwidth).all()), back.devices == c.devices
+    (True, True)
+    """
+    def num(x: float) -> float | str:
+        return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+    out: dict[str, Any] = {
+        "name": cluster.name,
+        "time_unit_s": cluster.time_unit_s,
+        "devices": [{"name": dev.name, "kind": dev.kind, "memory_bytes": num(dev.memory_bytes),
+                     "speed": dev.speed, "host_link_scale": float(scale), "group": int(g)}
+                    for dev, scale, g in zip(cluster.devices, cluster.host_link_scale.tolist(),
+                                             cluster.group.tolist(), strict=True)],
+    }
+    if not cluster.routed:  # matrices given (not derived from links): store them
+        out["bandwidth"] = [[num(x) for x in row] for row in cluster.bandwidth.tolist()]
+        out["latency"] = [[num(x) for x in row] for row in cluster.latency.tolist()]
+    if cluster.reference_bandwidth is not None:
+        out["reference_bandwidth"] = cluster.reference_bandwidth
+    if cluster.links:
+        out["links"] = [{"a": cluster.devices[x.a].name, "b": cluster.devices[x.b].name,
+                         "bandwidth": x.bandwidth, "latency": x.latency, "kind": x.kind}
+                        for x in cluster.links]
+    return out
 
 
 def read_cluster(path: str | Path) -> Cluster:

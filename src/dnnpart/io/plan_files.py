@@ -1,6 +1,6 @@
 """Plan files: our versioned ``dnnpart.plan`` JSON, and paper 1's expert split files.
 
-``dnnpart.plan`` (version 1)::
+``dnnpart.plan`` (version 2; version 1 files read as before)::
 
     {"format": "dnnpart.plan", "version": 1,
      "problem": "bert_l-3_inference", "method": "dp", "status": "optimal",
@@ -14,6 +14,12 @@ Nodes are referred to by their original ids; ``subgraphs`` (optional) lists a de
 subgraphs in execution order; ``replica_of`` (optional, paper 1 appendix C.2) names the
 device whose stage this device replicates (it then lists no nodes). Version 1 readers that
 predate ``replica_of`` ignore it; files without it read as before.
+
+Version 2 adds ``"cluster"``: the resolved cluster the plan was made for, in the explicit form
+of a cluster file (:func:`~dnnpart.io.cluster_file.cluster_to_dict`: devices, matrices as
+routed, links), so that a plan keeps its meaning when the defaults behind a ``--cluster SPEC``
+change (``4xA100`` once added a host CPU). :func:`plan_cluster` reads it back; the CLI scores
+a plan on it when no ``--cluster`` is given.
 
 Expert files (``{"fpgas": [{"nodes": [...]}], "cpus": [...]}``) map ``fpgas[i]`` to the
 i-th accelerator and ``cpus[j]`` to the j-th CPU.
@@ -37,7 +43,9 @@ from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 
 PLAN_FORMAT = "dnnpart.plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+#: Plan versions this dnnpart reads (1: without the resolved cluster).
+READABLE_VERSIONS = (1, 2)
 UNPLACED = -1
 
 
@@ -73,8 +81,9 @@ def parse_plan(
                 lists.append((f"{where}.nodes", devices[i], ids))
     elif root.get("format") == PLAN_FORMAT:
         version = f.integer(root.get("version"), "version")
-        if version != PLAN_VERSION:
-            raise FormatError(f"version: this dnnpart reads plan version {PLAN_VERSION}, got {version}")
+        if version not in READABLE_VERSIONS:
+            raise FormatError(f"version: this dnnpart reads plan versions {list(READABLE_VERSIONS)}, "
+                              f"got {version}")
         for i, entry in enumerate(f.require_list(root.get("devices"), "devices")):
             where = f"devices[{i}]"
             entry = f.require_mapping(entry, where)
@@ -208,7 +217,31 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
         if result.stats.get("stopped"):  # "interrupted" or "time-limit": the best plan so far
             out["stopped"] = result.stats["stopped"]
     out["devices"] = devices
+    from dnnpart.io.cluster_file import cluster_to_dict
+
+    out["cluster"] = cluster_to_dict(cluster)
     return out
+
+
+def plan_cluster(path: str | Path) -> Cluster | None:
+    """The resolved cluster stored in a version-2 plan file, ``None`` for other plans.
+
+    Examples
+    --------
+    >>> import json, tempfile, os
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 1.0], n_accelerators=2)
+    >>> path = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> write_plan(p, Plan(assignment=[0, 1]), path)
+    >>> [d.name for d in plan_cluster(path).devices]
+    ['acc0', 'acc1']
+    """
+    root = f.read_json(path)
+    if not isinstance(root, dict) or root.get("format") != PLAN_FORMAT or "cluster" not in root:
+        return None
+    from dnnpart.io.cluster_file import parse_cluster
+
+    return parse_cluster(root["cluster"], f"{path}: cluster")
 
 
 def write_plan(problem: Problem, plan: Plan, path: str | Path, result: SolveResult | None = None) -> None:

@@ -1,0 +1,126 @@
+"""Cost tables of a layer graph on a device set: the precomputed input of Algorithm 1.
+
+:func:`build_tables` runs the three cost functions of :mod:`.costs` over every layer and edge;
+:func:`iteration_time` is Eq. 1 (t_O) of a strategy over the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.solvers.optcnn.configs import ConfigSpace, config_space
+from dnnpart.solvers.optcnn.costs import compute_time, sync_bytes, sync_time, transfer_costs
+from dnnpart.solvers.optcnn.hardware import DeviceSpec
+from dnnpart.solvers.optcnn.layers import LayerGraph
+
+__all__ = ["CostTables", "build_tables", "communication_bytes", "iteration_time"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class CostTables:
+    """t_C, t_S per layer and configuration, t_X per edge and configuration pair.
+
+    Attributes
+    ----------
+    graph
+        The layer graph.
+    spaces
+        Configuration space of each layer.
+    t_c, t_s
+        ``(C_i,)`` per layer.
+    edges
+        ``(producer, consumer)`` per edge (parallel edges possible).
+    t_x
+        ``(C_producer, C_consumer)`` per edge.
+    s_bytes, x_bytes
+        Bytes moved per step by parameter synchronisation (per layer) and by transfers (per
+        edge, forward plus backward), for the communication figures (paper's Fig. 8).
+    """
+
+    graph: LayerGraph
+    spaces: tuple[ConfigSpace, ...]
+    t_c: tuple[FloatArray, ...]
+    t_s: tuple[FloatArray, ...]
+    edges: tuple[tuple[int, int], ...]
+    t_x: tuple[FloatArray, ...]
+    s_bytes: tuple[FloatArray, ...]
+    x_bytes: tuple[FloatArray, ...]
+
+    @property
+    def node_cost(self) -> list[FloatArray]:
+        """``t_C + t_S`` per layer: the node term of Eq. 1."""
+        return [c + s for c, s in zip(self.t_c, self.t_s, strict=True)]
+
+
+def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray) -> CostTables:
+    """Configuration spaces and all cost tables of ``graph`` on ``devices`` devices.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
+    >>> len(t.t_x), t.t_x[0].shape
+    (7, (4, 5))
+    """
+    bandwidth = np.asarray(bandwidth, dtype=np.float64)
+    if bandwidth.shape != (devices, devices):
+        raise ValueError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
+    spaces = tuple(config_space(layer, devices) for layer in graph.layers)
+    t_c = tuple(compute_time(layer, s, device) for layer, s in zip(graph.layers, spaces, strict=True))
+    t_s = tuple(sync_time(layer, s, bandwidth) for layer, s in zip(graph.layers, spaces, strict=True))
+    s_bytes = tuple(sync_bytes(layer, s) for layer, s in zip(graph.layers, spaces, strict=True))
+    edges: list[tuple[int, int]] = []
+    t_x: list[FloatArray] = []
+    x_bytes: list[FloatArray] = []
+    for j, layer in enumerate(graph.layers):
+        for k, p in enumerate(layer.inputs):
+            edges.append((p, j))
+            time_table, moved = transfer_costs(spaces[p], layer, k, spaces[j], bandwidth)
+            t_x.append(time_table)
+            x_bytes.append(moved)
+    return CostTables(graph, spaces, t_c, t_s, tuple(edges), tuple(t_x), s_bytes, tuple(x_bytes))
+
+
+def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
+    """Eq. 1: ``t_O = sum_i (t_C + t_S)(c_i) + sum_e t_X(e, c_i, c_j)`` of a strategy.
+
+    ``strategy[i]`` is the configuration index of layer ``i``.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
+    >>> iteration_time(t, [0] * 8) == sum(float(c[0]) for c in t.t_c)
+    True
+    """
+    if len(strategy) != len(tables.spaces):
+        raise ValueError(f"strategy has {len(strategy)} entries for {len(tables.spaces)} layers")
+    total = sum(float(c[s]) for c, s in zip(tables.node_cost, strategy, strict=True))
+    for (u, v), x in zip(tables.edges, tables.t_x, strict=True):
+        total += float(x[strategy[u], strategy[v]])
+    return total
+
+
+def communication_bytes(tables: CostTables, strategy: Sequence[int]) -> float:
+    """Bytes moved per step by a strategy: transfers (both directions) plus parameter sync.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
+    >>> communication_bytes(t, [0] * 8)   # one device: nothing moves
+    0.0
+    """
+    total = sum(float(b[s]) for b, s in zip(tables.s_bytes, strategy, strict=True))
+    for (u, v), x in zip(tables.edges, tables.x_bytes, strict=True):
+        total += float(x[strategy[u], strategy[v]])
+    return total
