@@ -95,6 +95,8 @@ class Option:
     doc : one line for ``dnnpart methods``.
     minimum, maximum : inclusive range of numbers.
     choices : allowed texts of a ``str`` option.
+    nullable : ``None`` (CLI: ``none``) is allowed besides the type (always so when the
+        default is ``None``).
 
     Examples
     --------
@@ -113,6 +115,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    nullable: bool = False
 
     def describe_type(self) -> str:
         if self.choices:
@@ -129,7 +132,7 @@ class Option:
         where = f"{method + ': ' if method else ''}option {self.name}"
         value: Any = raw
         low = raw.strip().lower()
-        if self.default is None and low in ("none", "null"):
+        if (self.default is None or self.nullable) and low in ("none", "null", "off"):
             return None
         if self.type is bool:
             if low not in ("true", "false", "1", "0", "yes", "no"):
@@ -156,7 +159,7 @@ class Option:
     def check(self, value: Any, method: str = "") -> Any:
         """Validate a typed value; returns it normalised (numpy scalars to Python)."""
         where = f"{method + ': ' if method else ''}option {self.name}"
-        if value is None and self.default is None:
+        if value is None and (self.default is None or self.nullable):
             return None
         got = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         if self.type is object:
