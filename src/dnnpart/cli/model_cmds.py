@@ -113,15 +113,16 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true")
 
 
-#: Model specs that run the user's code when resolved: a plan file naming one is not
-#: followed unless the user says so (``--model SPEC`` or ``--trust-plan``). Plans are data.
-CODE_SPECS = ("module:",)
+#: Model specs a plan file may name and have followed: built-in and torchvision models and
+#: ONNX files are data. Anything else (``module:`` imports and calls the user's code; kinds
+#: added later are refused until listed here) needs ``--model SPEC`` or ``--trust-plan``.
+SAFE_SPECS = ("builtin:", "torchvision:")
 
 
 def _add_trust_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="SPEC",
-                   help="the model the plan was made for (default: the plan's own, unless it "
-                        "would import code: " + ", ".join(CODE_SPECS) + ")")
+                   help="the model the plan was made for (default: the plan's own if it is "
+                        "builtin:, torchvision: or an .onnx file; module: specs import code)")
     p.add_argument("--trust-plan", action="store_true",
                    help="follow the plan's model spec even if it imports code (module:...)")
 
@@ -148,7 +149,10 @@ def plan_model_spec(block: dict[str, Any], path: str | Path, *, model: str | Non
     spec = block.get("spec")
     if not isinstance(spec, str):
         raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
-    if spec.strip().startswith(CODE_SPECS) and not trust:
+    text = spec.strip()
+    safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
+                                            and ":" not in text.split("/")[-1])
+    if not safe and not trust:
         raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
                           "model yourself (--model SPEC) or pass --trust-plan")
     return spec
