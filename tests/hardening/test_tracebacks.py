@@ -81,3 +81,18 @@ def test_multi_line_messages_are_cut_to_one_line(monkeypatch: pytest.MonkeyPatch
 def test_usage_errors_exit_2() -> None:
     code, _, err = run_cli(["solve"])
     assert code == 2 and "Traceback" not in err
+
+
+def test_user_factories_that_fail_are_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "issue13_factories.py").write_text(
+        "import sys\n"
+        "def raises():\n    raise RuntimeError('no weights here')\n"
+        "def needs(width):\n    return None\n"
+        "def exits():\n    sys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, fragment in (("raises", "RuntimeError"), ("needs", "no arguments"), ("exits", "SystemExit")):
+        code, _, err = run_cli(["import", f"module:issue13_factories:{name}", "-o", str(tmp_path / "g.json")])
+        assert code == 2, err
+        assert_one_error_line(code, err, must_name=fragment)
+        assert not (tmp_path / "g.json").exists()
