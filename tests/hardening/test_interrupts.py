@@ -30,7 +30,8 @@ from clirun import run_cli
 from dnnpart import interrupt
 from dnnpart.errors import DnnpartError
 from dnnpart.evaluate import evaluate
-from dnnpart.solvers import available_methods, solve
+from dnnpart.problem import Objective
+from dnnpart.solvers import available_methods, get_method, solve
 from dnnpart.testing import random_problem
 
 METHODS = [m.name for m in available_methods()]
@@ -76,8 +77,10 @@ def graph_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_sigint_during_solve(method: str, graph_file: Path, tmp_path: Path) -> None:
     out_path = tmp_path / "plan.json"
     started = time.perf_counter()
+    objective = get_method(method).objectives[0]
     code, _, err, sent = cli_with_sigint(
-        ["solve", str(graph_file), "-m", method, "--time-limit", "20", "-o", str(out_path)], 0.5)
+        ["solve", str(graph_file), "-m", method, "--objective", objective, "--time-limit", "20",
+         "-o", str(out_path)], 0.5)
     wall = time.perf_counter() - started
     assert "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -97,9 +100,11 @@ def test_seeded_stop_requests_at_random_moments() -> None:
     problems += [random_problem(np.random.default_rng(s), n_nodes=6) for s in range(3)]
     quick = [m for m in METHODS if m not in ("expert", "ip", "ip-noncontig")]
     stopped = 0
+    problems_of = {m: [p.with_objective(Objective(kind=get_method(m).objectives[0])) for p in problems]
+                   for m in METHODS}
     for i in range(200):
         method = rng.choice(quick if i % 25 else METHODS)
-        problem = rng.choice(problems if method in quick else problems[3:])
+        problem = rng.choice(problems_of[method] if method in quick else problems_of[method][3:])
         delay = rng.choice((0.0, 0.001, 0.01, 0.05, 0.2))
         done = threading.Event()
         timer = threading.Thread(target=_stop_inside_solve, args=(delay, done))

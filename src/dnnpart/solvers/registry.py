@@ -341,6 +341,7 @@ def solve(
     ValueError: brute-force: unknown option 'bogus'; valid options: max_assignments
     """
     info = get_method(method)
+    checked = info.check_options(options)  # one rule for every method, before anything else
     if problem.objective.kind not in info.objectives:
         raise ValueError(
             f"method {method!r} optimises {list(info.objectives)}, not {problem.objective.kind!r}"
@@ -351,7 +352,6 @@ def solve(
         time_limit = info.default_time_limit
     elif math.isinf(time_limit):
         time_limit = None
-    checked = info.check_options(options)
     if type(deterministic) is not bool:
         raise ValueError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
     if deterministic and any(o.name == "deterministic" for o in info.options):
