@@ -27,7 +27,8 @@ The schema is the single source of truth for ``dnnpart solve --set KEY=VALUE`` (
 parsed by the option's type, so ``max_ideals=1e7`` arrives as the integer 10,000,000),
 for :func:`solve` (unknown keys and wrong types are refused with one ``ValueError`` naming
 the option, for every method alike) and for ``dnnpart methods`` (which lists them). A
-default of ``None`` means "not set" (the option then also accepts ``None``). Use
+default of ``None`` means "not set" (the option then also accepts ``None``);
+``nullable=True`` accepts ``None`` (CLI: ``none``) beside a non-``None`` default. Use
 ``Option(..., kind=object)``-style ``object`` for API-only values such as a warm-start plan
 (the CLI passes the text). The tests in ``tests/test_hardening_options.py`` check, for
 every registered method, that the schema's defaults equal the function's.
