@@ -141,7 +141,7 @@ def solve_pardnn(
     cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
-    memory_heuristic = str(memory_heuristic)  # --set memory_heuristic=1 arrives as an int
+    memory_heuristic = str(memory_heuristic)  # the schema gives text; direct calls may pass 1
     if memory_heuristic not in ("auto", "none", "1", "2"):
         raise ValueError(f"memory_heuristic must be one of auto, none, 1, 2; got {memory_heuristic!r}")
     threshold: float | None
