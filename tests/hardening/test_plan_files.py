@@ -54,7 +54,7 @@ def test_trust_and_model_override_are_the_only_ways_in() -> None:
         plan_model_spec(block, "p.json", model=None, trust=False)
     assert plan_model_spec(block, "p.json", model=None, trust=True) == "module:pkg.mod:build"
     assert plan_model_spec(block, "p.json", model="builtin:bert", trust=False) == "builtin:bert"
-    for safe in ("builtin:resnet50", "torchvision:resnet18", "model.onnx"):
+    for safe in ("builtin:resnet50", "torchvision:resnet18", "model.onnx", "hf:gpt2"):
         assert plan_model_spec({"spec": safe}, "p.json", model=None, trust=False) == safe
 
 
