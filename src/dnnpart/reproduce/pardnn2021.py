@@ -175,7 +175,7 @@ def _fits_one_device(graph: Graph, fraction: float) -> bool:
 def _fits_pardnn(graph: Graph, k: int, fraction: float, time_limit: float | None) -> bool:
     from dnnpart.solvers import solve
 
-    r = solve(_problem(graph, k), "pardnn", memory_heuristic=1, memory_fraction=fraction,
+    r = solve(_problem(graph, k), "pardnn", memory_heuristic="1", memory_fraction=fraction,
               time_limit=time_limit)
     return bool(r.stats.get("heuristic1_success", False))
 
