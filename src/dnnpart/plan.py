@@ -135,7 +135,8 @@ class Plan:
         [0, 1]
         """
         configs = tuple(configs)
-        return cls(assignment=[c.devices[0] for c in configs], layer_configs=configs)
+        first = np.array([c.devices[0] for c in configs], dtype=np.int32)
+        return cls(assignment=first, layer_configs=configs)
 
     @property
     def n_nodes(self) -> int:
