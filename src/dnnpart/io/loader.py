@@ -14,7 +14,8 @@ from dnnpart.problem import Objective, Problem
 def load_problem(
     spec: str | Path, *, cluster: Cluster | None = None, objective: Objective | None = None
 ) -> Problem:
-    """Load ``zoo:NAME`` (built-in example), a dnn-partitioning ``.json`` or a native ``.npz``.
+    """Load ``zoo:NAME`` (built-in example), ``builtin:NAME`` (paper 3's layer graphs:
+    :mod:`dnnpart.frontends.layer_graphs`), a dnn-partitioning ``.json`` or a native ``.npz``.
 
     ``cluster`` replaces the cluster the source carries; a native graph file carries none.
 
@@ -36,6 +37,16 @@ def load_problem(
         if cluster is not None:
             problem = Problem(graph=problem.graph, cluster=cluster, name=problem.name)
         return problem if objective is None else problem.with_objective(objective)
+    if text.startswith("builtin:"):
+        from dnnpart.frontends.layer_graphs import LAYER_GRAPHS, layer_graph
+
+        name = text.partition(":")[2].strip().lower().replace("-", "_")
+        if name not in LAYER_GRAPHS:
+            raise FormatError(f"{text}: unknown layer graph; builtin layer graphs are {', '.join(LAYER_GRAPHS)}")
+        if cluster is None:
+            raise FormatError(f"{text}: a builtin layer graph carries no cluster; pass one (--cluster)")
+        return Problem(graph=layer_graph(name), cluster=cluster, objective=objective or Objective(),
+                       name=name)
     path = Path(text)
     if path.suffix == ".npz":
         from dnnpart.io.native import load_graph
