@@ -24,14 +24,19 @@ EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="graph file (dnn-partitioning .json, native .npz) or zoo:NAME")
+    p.add_argument("graph", help="graph file (dnn-partitioning .json, native .npz), zoo:NAME or "
+                                 "builtin:NAME (paper 3's layer graphs: lenet5, alexnet, vgg16, "
+                                 "inception_v3, resnet50, resnet152)")
     p.add_argument("--cluster", metavar="SPEC",
                    help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
                         "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
-    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline"),
+    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline", "iteration"),
                    default="throughput",
                    help="makespan: op-level emulation (paper 2); pipeline: simulated time per "
-                        "sample of a synchronous pipeline (paper 4)")
+                        "sample of a synchronous pipeline (paper 4); iteration: time of one "
+                        "training iteration of a layer-wise parallel strategy (paper 3, Eq. 1)")
+    p.add_argument("--batch", type=int, default=32, metavar="N",
+                   help="samples per device (iteration objective; default 32, paper 3)")
     _add_pipeline_args(p)
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream",
                    help="training objective: max(FW+BW) per device (pipedream) or max FW + max BW (gpipe)")

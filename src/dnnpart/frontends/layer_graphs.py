@@ -21,6 +21,7 @@ Choice: in GRAPH arguments these six names resolve to layer graphs (they need no
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 
@@ -70,8 +71,14 @@ def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
         param_bytes=np.array([BYTES_PER_ELEMENT * float(x.params) for x in layers.layers]),
         output_bytes=out_bytes,
     )
-    if not np.array_equal(graph.original_ids, np.arange(n)):
-        raise AssertionError("layer graphs are listed in topological order")  # pragma: no cover
+    # the graph numbers nodes in its own topological order: keep the layers in that order, so
+    # layer i is node i (inputs keep their order per consumer, concat needs it)
+    order = [int(v) for v in graph.original_ids]
+    if order != list(range(n)):
+        where = {old: new for new, old in enumerate(order)}
+        layers = LayerGraph(layers.name, tuple(
+            replace(layers.layers[old], inputs=tuple(where[p] for p in layers.layers[old].inputs))
+            for old in order))
     with _LOCK:
         _LAYERS[id(graph)] = (graph, layers)
     return graph

@@ -42,7 +42,8 @@ def load_problem(
 
         name = text.partition(":")[2].strip().lower().replace("-", "_")
         if name not in LAYER_GRAPHS:
-            raise FormatError(f"{text}: unknown layer graph; builtin layer graphs are {', '.join(LAYER_GRAPHS)}")
+            raise FormatError(f"{text}: unknown layer graph; builtin layer graphs are "
+                              f"{', '.join(LAYER_GRAPHS)}")
         if cluster is None:
             raise FormatError(f"{text}: a builtin layer graph carries no cluster; pass one (--cluster)")
         return Problem(graph=layer_graph(name), cluster=cluster, objective=objective or Objective(),
