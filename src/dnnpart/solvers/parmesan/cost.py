@@ -1,0 +1,345 @@
+"""Stage times of a mapping (Eqs. 5-7), the instantiation rule, and lower bounds (Eqs. 8-9).
+
+Choices where the paper is silent (also in ``docs/parmesan.md``):
+
+* **Transfer time** of ``M`` bytes from ``a`` to ``b`` is ``L[a, b] + M / B[a, b]`` (the
+  paper has ``M / B``; the latency term is 0 when no latency matrix is given). In Eq. 6 one
+  inter-stage transfer is charged to *both* endpoints (the sender's and the receiver's stage
+  time), over the directed pair ``(p(s), p(s'))`` of the sending stage ``s``.
+* **Ring all-reduce (Eq. 7)**: ring ``r -> r+1 -> ... -> r`` in replica index order; each of
+  its ``2 (R - 1)`` steps sends ``P / R`` bytes over every ring link at once, so one pair costs
+  ``2 (R - 1) (L + P / (R B))`` and the stage's all-reduce time is the max over its ring's
+  pairs (the same for every replica of the stage). ``R = 1``: no ring, 0.
+* **Instantiation rule** (Sec. 5.2): all-reduce size ``sum_s 2 (R - 1) / R * P(s)`` (bytes one
+  replica sends in its rings per step) over inter-stage size ``sum M(s, s')`` (bytes one
+  pipeline copy moves per step); Eq. 7 when the ratio is larger than 1, else Eq. 6.
+* **Eq. 8** is computed with an exact assignment (``scipy.optimize.linear_sum_assignment``)
+  instead of the paper's sorting rule: both give the same value without latency
+  (rearrangement inequality), only the assignment stays exact with latency terms or with
+  different directions to one neighbour. **Eq. 9** for ``R >= 3`` picks the two ring
+  neighbours among the two cheapest devices of each side (exact for a min of a max).
+* **Matching bound** (an addition): Eqs. 8-9 take, per stage, its best device, even when
+  several stages want the same one. The search starts from the bottleneck assignment over the
+  same per-(stage, device) values instead (each of the ``D`` vertices on its own device),
+  which is a valid bound at least as high.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linear_sum_assignment
+
+from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
+
+Instantiation = Literal["p2p", "allreduce"]
+#: ``full`` is the paper's "theoretically exact" form ``c_u + c_m + c_AR``, reported only.
+StageTimeKind = Literal["p2p", "allreduce", "full"]
+_BIG = 1e300
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """Pairwise cost terms of ``G'`` under one instantiation.
+
+    Term ``i`` costs ``weight[i] / B[p(a), p(b)] + n_lat[i] * L[p(a), p(b)]``. Under Eq. 6
+    (``combine = "sum"``) it adds to the times of ``a`` and ``b``; under Eq. 7
+    (``combine = "max"``) the time of every replica of ``stage[i]`` is ``c_u`` plus the max of
+    its terms.
+    """
+
+    a: IntArray
+    b: IntArray
+    weight: FloatArray
+    n_lat: FloatArray
+    stage: IntArray
+    combine: Literal["sum", "max"]
+
+
+def ring_weight(stages: PipelineStages) -> FloatArray:
+    """``2 (R - 1) P(s) / R`` per stage: bytes per ring link per step (Eq. 7)."""
+    r = stages.replicas
+    return np.asarray(2.0 * (r - 1) * stages.param_bytes / r, dtype=np.float64)
+
+
+def choose_instantiation(stages: PipelineStages) -> Instantiation:
+    """Eq. 7 when all-reduce bytes exceed inter-stage bytes, else Eq. 6 (Sec. 5.2).
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[0, 0], param_bytes=[10, 10],
+    ...                     comm_bytes=[[0, 1], [0, 0]], replicas=2)
+    >>> choose_instantiation(st)
+    'allreduce'
+    """
+    ar = float(ring_weight(stages).sum())
+    p2p = float(stages.comm_bytes.sum())
+    if p2p == 0.0:
+        return "allreduce" if ar > 0 else "p2p"
+    return "allreduce" if ar / p2p > 1.0 else "p2p"
+
+
+def build_terms(stages: PipelineStages, kind: Instantiation) -> Terms:
+    """The term list of Eq. 6 (``p2p``) or Eq. 7 (``allreduce``) over vertices ``r * S + s``."""
+    s_n, r_n = stages.n_stages, stages.replicas
+    a: list[int] = []
+    b: list[int] = []
+    w: list[float] = []
+    nl: list[float] = []
+    st: list[int] = []
+    if kind == "p2p":
+        src, dst = np.nonzero(stages.comm_bytes)
+        for r in range(r_n):
+            for s, t in zip(src.tolist(), dst.tolist(), strict=True):
+                a.append(r * s_n + s)
+                b.append(r * s_n + t)
+                w.append(float(stages.comm_bytes[s, t]))
+                nl.append(1.0)
+                st.append(s)
+        combine: Literal["sum", "max"] = "sum"
+    else:
+        ring = ring_weight(stages)
+        for s in range(s_n):
+            if r_n < 2 or ring[s] == 0:
+                continue
+            for r in range(r_n):
+                a.append(r * s_n + s)
+                b.append(((r + 1) % r_n) * s_n + s)
+                w.append(float(ring[s]))
+                nl.append(2.0 * (r_n - 1))
+                st.append(s)
+        combine = "max"
+    return Terms(a=np.array(a, np.int64), b=np.array(b, np.int64), weight=np.array(w),
+                 n_lat=np.array(nl), stage=np.array(st, np.int64), combine=combine)
+
+
+def _pair_time(topo: Topology, w: float, n_lat: float, da: int, db: int) -> float:
+    if w == 0.0 and n_lat == 0.0:
+        return 0.0
+    inv = float(topo.inv_bandwidth[da, db])
+    if not np.isfinite(inv):
+        return float("inf")
+    return w * inv + n_lat * float(topo.latency[da, db])
+
+
+def check_mapping(stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike) -> IntArray:
+    """Validate a ``(R, S)`` mapping as a bijection onto ``range(D)``; return it as int64."""
+    dev = np.asarray(device_of, dtype=np.int64)
+    if dev.shape != (stages.replicas, stages.n_stages):
+        raise ValueError(f"device_of: expected shape {(stages.replicas, stages.n_stages)}, "
+                         f"got {dev.shape}")
+    if topo.n_devices != stages.n_devices:
+        raise ValueError(f"topology has {topo.n_devices} devices, the pipeline needs "
+                         f"S * R = {stages.n_devices}")
+    if sorted(dev.reshape(-1).tolist()) != list(range(stages.n_devices)):
+        raise ValueError("device_of: must use every device exactly once")
+    return dev
+
+
+def stage_times(
+    stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike, kind: StageTimeKind
+) -> FloatArray:
+    """``(R, S)`` stage times ``c_stage(s, p)`` of every replica (Eq. 6, Eq. 7, or both summed).
+
+    Written as plain loops over the formulas: this is the reference the search is tested
+    against.
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[1, 1], param_bytes=[0, 0],
+    ...                     comm_bytes=[[0, 10], [0, 0]], replicas=1)
+    >>> topo = Topology.from_matrices([[0, 5], [5, 0]])
+    >>> stage_times(st, topo, [[0, 1]], "p2p").tolist()
+    [[3.0, 3.0]]
+    """
+    dev = check_mapping(stages, topo, device_of)
+    s_n, r_n = stages.n_stages, stages.replicas
+    out = np.tile(stages.compute, (r_n, 1)).astype(np.float64)
+    if kind in ("p2p", "full"):
+        for r in range(r_n):
+            for s in range(s_n):
+                for t in range(s_n):
+                    m = float(stages.comm_bytes[s, t])
+                    if m > 0:
+                        x = _pair_time(topo, m, 1.0, int(dev[r, s]), int(dev[r, t]))
+                        out[r, s] += x
+                        out[r, t] += x
+    if kind in ("allreduce", "full"):
+        ring = ring_weight(stages)
+        for s in range(s_n):
+            if r_n < 2 or ring[s] == 0:
+                continue
+            worst = max(
+                _pair_time(topo, float(ring[s]), 2.0 * (r_n - 1), int(dev[r, s]),
+                           int(dev[(r + 1) % r_n, s]))
+                for r in range(r_n)
+            )
+            out[:, s] += worst
+    return out
+
+
+def max_stage_time(
+    stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike, kind: StageTimeKind
+) -> float:
+    """Eq. 5's objective ``max_s c_stage(s, p)``."""
+    return float(stage_times(stages, topo, device_of, kind).max())
+
+
+def total_p2p_time(stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike) -> float:
+    """Sum over the inter-stage transfers of all copies of their transfer time (Fig. 2's
+    "total communication latency")."""
+    dev = check_mapping(stages, topo, device_of)
+    tot = 0.0
+    src, dst = np.nonzero(stages.comm_bytes)
+    for r in range(stages.replicas):
+        for s, t in zip(src.tolist(), dst.tolist(), strict=True):
+            tot += _pair_time(topo, float(stages.comm_bytes[s, t]), 1.0,
+                              int(dev[r, s]), int(dev[r, t]))
+    return tot
+
+
+def _pair_matrix(topo: Topology, w: float, n_lat: float) -> FloatArray:
+    """Term time for every directed device pair; ``inf`` without a route."""
+    with np.errstate(invalid="ignore"):
+        t = w * topo.inv_bandwidth + n_lat * topo.latency
+    t = np.where(np.isfinite(topo.inv_bandwidth), t, np.inf)
+    return np.asarray(t, dtype=np.float64)
+
+
+def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
+    """``(S, D)``: ``c_u(s)`` plus Eq. 8's inner minimum for stage ``s`` on device ``d``."""
+    d_n = topo.n_devices
+    comm = stages.comm_bytes
+    table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
+    for s in range(stages.n_stages):
+        nbrs = [t for t in range(stages.n_stages) if t != s and (comm[s, t] > 0 or comm[t, s] > 0)]
+        if not nbrs:
+            continue
+        mats = [(_pair_matrix(topo, float(comm[s, t]), 1.0) if comm[s, t] > 0 else None,
+                 _pair_matrix(topo, float(comm[t, s]), 1.0) if comm[t, s] > 0 else None)
+                for t in nbrs]
+        for d in range(d_n):
+            cost = np.zeros((len(nbrs), d_n))
+            for i, (out_m, in_m) in enumerate(mats):
+                if out_m is not None:
+                    cost[i] += out_m[d, :]
+                if in_m is not None:
+                    cost[i] += in_m[:, d]
+            cost[:, d] = np.inf
+            finite = np.where(np.isfinite(cost), cost, _BIG)
+            rows, cols = linear_sum_assignment(finite)
+            val = float(finite[rows, cols].sum())
+            table[s, d] += np.inf if val >= _BIG else val
+    return table
+
+
+def allreduce_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
+    """``(S, D)``: ``c_u(s)`` plus Eq. 9's ``c_AR^min(s, d)``."""
+    r_n, d_n = stages.replicas, topo.n_devices
+    table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
+    if r_n < 2:
+        return table
+    ring = ring_weight(stages)
+    for s in range(stages.n_stages):
+        if ring[s] == 0:
+            continue
+        pm = _pair_matrix(topo, float(ring[s]), 2.0 * (r_n - 1))
+        for d in range(d_n):
+            a = pm[:, d].copy()  # previous replica -> d
+            b = pm[d, :].copy()  # d -> next replica
+            a[d] = np.inf
+            b[d] = np.inf
+            if r_n == 2:
+                table[s, d] += float(np.maximum(a, b).min())
+                continue
+            ea = np.argsort(a, kind="stable")[:2]
+            fb = np.argsort(b, kind="stable")[:2]
+            table[s, d] += min(max(float(a[e]), float(b[f])) for e in ea for f in fb if e != f)
+    return table
+
+
+def device_table(stages: PipelineStages, topo: Topology, kind: Instantiation) -> FloatArray:
+    """Per stage and device, a lower bound on the stage time of a replica placed there."""
+    if kind == "p2p":
+        return p2p_device_table(stages, topo)
+    return allreduce_device_table(stages, topo)
+
+
+def matching_bound(stages: PipelineStages, table: FloatArray) -> float:
+    """Bottleneck assignment over ``table``: the least ``t`` such that every vertex (``R``
+    per stage) gets its own device with ``table[s, d] <= t``. At least Eqs. 8-9's
+    ``max_s min_d table[s, d]`` (those let stages share their best device).
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[0, 0], param_bytes=[0, 0], comm_bytes=[[0, 0], [0, 0]])
+    >>> matching_bound(st, np.array([[1.0, 5.0], [2.0, 9.0]]))  # both like device 0
+    5.0
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    rows = np.repeat(table, stages.replicas, axis=0)
+    values = np.unique(rows[np.isfinite(rows)])
+    if values.size == 0:
+        return float("inf")
+
+    def ok(t: float) -> bool:
+        m = maximum_bipartite_matching(csr_matrix(rows <= t), perm_type="column")
+        return bool(np.all(m >= 0))
+
+    if not ok(float(values[-1])):
+        return float("inf")
+    lo, hi = 0, values.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(float(values[mid])):
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(values[lo])
+
+
+def lower_bound_p2p(stages: PipelineStages, topo: Topology) -> float:
+    """Eq. 8: ``max_s c_u(s) + min_d min_{injective p} sum_{s' in adj(s)} M / B(d, p(s'))``.
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[0, 0, 0], param_bytes=[0, 0, 0],
+    ...                     comm_bytes=[[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    >>> topo = Topology.from_matrices([[0, 1, 2], [1, 0, 4], [2, 4, 0]])
+    >>> lower_bound_p2p(st, topo)  # the middle stage on device 2: 1/2 + 1/4
+    0.75
+    """
+    return float(max(float(stages.compute.max()), p2p_device_table(stages, topo).min(axis=1).max()))
+
+
+def lower_bound_allreduce(stages: PipelineStages, topo: Topology) -> float:
+    """Eq. 9: ``max_s c_u(s) + min_d`` (cheapest placement of the two ring neighbours of a
+    replica on ``d``, max of the two ring terms).
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[1], param_bytes=[4], comm_bytes=[[0]], replicas=2)
+    >>> topo = Topology.from_matrices([[0, 2], [2, 0]])
+    >>> lower_bound_allreduce(st, topo)  # 1 + 2*(2-1)*4/2 / 2
+    3.0
+    """
+    return float(allreduce_device_table(stages, topo).min(axis=1).max())
+
+
+def lower_bound(
+    stages: PipelineStages, topo: Topology, kind: Instantiation, *, matching: bool = False
+) -> float:
+    """Eq. 8 or Eq. 9 for the chosen instantiation; with ``matching=True`` the bottleneck
+    assignment over the same per-device values (:func:`matching_bound`), never lower."""
+    table = device_table(stages, topo, kind)
+    paper = float(table.min(axis=1).max())
+    if kind == "p2p":
+        paper = max(paper, float(stages.compute.max()))
+    if not matching:
+        return paper
+    return max(paper, matching_bound(stages, table))

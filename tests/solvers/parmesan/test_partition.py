@@ -1,0 +1,239 @@
+"""Phase 1: DP vs brute force over chains of fronted subgraphs, clustering invariants,
+refinement monotonicity."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import cache
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dnnpart.graph.core import Graph, build_graph
+from dnnpart.graph.ideals import enumerate_ideals
+from dnnpart.solvers.parmesan.clustering import Merge, cluster_ops
+from dnnpart.solvers.parmesan.opdag import MemoryModel, OpDag, atomic_dag, quotient
+from dnnpart.solvers.parmesan.partition_dp import partition_dp, stage_times
+from dnnpart.solvers.parmesan.phase1 import partition_ops, pipeline_stages
+from dnnpart.solvers.parmesan.refinement import refine
+
+N_FAST = 40
+N_ALL = 320
+
+
+def random_graph(rng: np.random.Generator, n: int, density: float) -> Graph:
+    edges = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < density]
+    ids = rng.permutation(n) * 3 + 7  # not topological
+    eb = rng.integers(0, 6, len(edges)).astype(float)
+    eb[rng.random(len(edges)) < 0.2] = np.nan
+    return build_graph(
+        ids.tolist(), [int(ids[u]) for u, _ in edges], [int(ids[v]) for _, v in edges],
+        compute_time=np.stack([np.full(n, 99.0), rng.integers(0, 10, n).astype(float)], 1),
+        edge_cost=rng.integers(0, 5, len(edges)) * 0.5, edge_bytes=eb,
+        memory_bytes=rng.integers(0, 6, n).astype(float),
+        param_bytes=rng.integers(0, 4, n).astype(float),
+    )
+
+
+def case(seed: int) -> tuple[Graph, int, int, int | None, MemoryModel]:
+    rng = np.random.default_rng(seed)
+    g = random_graph(rng, int(rng.integers(1, 9)), float(rng.uniform(0.15, 0.6)))
+    s = int(rng.integers(1, 4))
+    d = int(rng.integers(s, 7))
+    fixed = d // s if d % s == 0 and rng.random() < 0.4 else None
+    model = MemoryModel(micro_batches=int(rng.integers(1, 5)),
+                        schedule="gpipe" if rng.random() < 0.3 else "1f1b",
+                        recompute=bool(rng.random() < 0.3))
+    total = float(model.stage_memory(g.node_param_bytes().sum(), g.node_output_bytes().sum(),
+                                      0.0, 0, s))
+    cap = math.inf if rng.random() < 0.3 else total * float(rng.uniform(0.4, 1.3))
+    mem = MemoryModel(device_memory=cap, micro_batches=model.micro_batches,
+                      schedule=model.schedule, recompute=model.recompute)
+    return g, s, d, fixed, mem
+
+
+def brute_force(g: Graph, s_n: int, d_n: int, fixed: int | None, mem: MemoryModel) -> float:
+    """Min over chains of fronted subgraphs and replica splits, Eq. 3 and memory written out."""
+    n = g.n_nodes
+    acc = g.time_on("accelerator")
+    src, dst = g.edge_sources(), g.succ_idx
+    nbytes = np.where(np.isnan(g.edge_bytes), g.node_output_bytes()[src], g.edge_bytes)
+    ideals = enumerate_ideals(g)
+
+    def members(x: int) -> list[int]:
+        return [v for v in range(n) if x >> v & 1]
+
+    @cache
+    def work(u: int) -> float:
+        t = sum(acc[v] for v in members(u))
+        for e in range(g.n_edges):
+            if (u >> int(src[e]) & 1) != (u >> int(dst[e]) & 1):
+                t += g.edge_cost[e]
+        return float(t)
+
+    @cache
+    def fits(u: int, pos: int) -> bool:
+        ms = members(u)
+        p = sum(g.node_param_bytes()[v] for v in ms)
+        a = sum(g.node_output_bytes()[v] for v in ms)
+        i = sum(nbytes[e] for e in range(g.n_edges)
+                if u >> int(dst[e]) & 1 and not u >> int(src[e]) & 1)
+        k = mem.micro_batches if mem.schedule == "gpipe" else max(1, min(mem.micro_batches,
+                                                                         s_n - pos))
+        total = (2 + mem.optimizer_states) * p + (k * i + a if mem.recompute else k * a)
+        return total <= mem.device_memory
+
+    splits = ([(fixed,) * s_n] if fixed else
+              [c for c in itertools.product(range(1, d_n + 1), repeat=s_n) if sum(c) == d_n])
+    full = (1 << n) - 1
+    best = math.inf
+
+    def chains(prev: int, left: int) -> list[list[int]]:
+        if left == 1:
+            return [[full]] if full != prev else []
+        out = []
+        for x in ideals:
+            if x != prev and x & prev == prev and x != full:
+                out += [[x, *rest] for rest in chains(x, left - 1)]
+        return out
+
+    for chain in chains(0, s_n):
+        sets, prev = [], 0
+        for x in chain:
+            sets.append(x & ~prev)
+            prev = x
+        if not all(fits(u, j) for j, u in enumerate(sets)):
+            continue
+        for split in splits:
+            best = min(best, max(work(u) / r for u, r in zip(sets, split, strict=True)))
+    return best
+
+
+@pytest.mark.parametrize("seed", [pytest.param(i, marks=pytest.mark.slow) if i >= N_FAST
+                                  else i for i in range(N_ALL)])
+def test_dp_equals_brute_force(seed: int) -> None:
+    g, s, d, fixed, mem = case(seed)
+    expect = brute_force(g, s, d, fixed, mem)
+    dag, atom = atomic_dag(g)
+    res = partition_dp(dag, s, d, replicas=fixed, memory=mem)
+    if math.isinf(expect):
+        assert res.stage_of is None and math.isinf(res.objective)
+        return
+    assert res.objective == pytest.approx(expect)
+    assert res.stage_of is not None and res.replicas is not None
+    assert int(res.replicas.sum()) == d and (fixed is None or set(res.replicas) == {fixed})
+    # the returned partition has that value and is a chain of fronted subgraphs
+    assert float(stage_times(dag, res.stage_of, res.replicas).max()) == pytest.approx(expect)
+    op_stage = res.stage_of[atom]
+    assert all(op_stage[u] <= op_stage[v] for u, v in zip(g.edge_sources(), g.succ_idx,
+                                                           strict=True))
+    assert sorted(set(op_stage.tolist())) == list(range(s))
+
+
+def _is_acyclic_quotient(dag: OpDag, blocks: list[frozenset[int]]) -> bool:
+    lab = {v: i for i, b in enumerate(blocks) for v in b}
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(blocks)))
+    q.add_edges_from((lab[a], lab[b]) for a, b in zip(dag.src.tolist(), dag.dst.tolist(),
+                                                       strict=True) if lab[a] != lab[b])
+    return nx.is_directed_acyclic_graph(q)
+
+
+def _convex(g: nx.DiGraph, block: frozenset[int]) -> bool:
+    for u in block:
+        for w in nx.descendants(g, u) - block:
+            if nx.descendants(g, w) & block:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_clustering_invariants_and_eq4_argmin(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    g = random_graph(rng, int(rng.integers(8, 31)), float(rng.uniform(0.05, 0.25)))
+    dag, _ = atomic_dag(g)
+    mem = MemoryModel(device_memory=float(rng.uniform(10, 80)), micro_batches=2)
+    alpha = float(rng.choice([0.001, 0.5, 2.0]))
+    trace: list[Merge] = []
+    k = int(rng.integers(1, max(2, dag.n // 2)))
+    label = cluster_ops(dag, k, alpha=alpha, memory=mem, n_stages=2, trace=trace)
+    structure = nx.DiGraph(list(zip(dag.src.tolist(), dag.dst.tolist(), strict=True)))
+    structure.add_nodes_from(range(dag.n))
+    comm: dict[tuple[int, int], float] = {}
+    for a, b, t in zip(dag.c_src.tolist(), dag.c_dst.tolist(), dag.c_time.tolist(), strict=True):
+        comm[(a, b)] = comm.get((a, b), 0.0) + t
+
+    def mem_of(block: frozenset[int]) -> float:
+        mask = np.zeros(dag.n, np.bool_)
+        mask[list(block)] = True
+        return float(dag.memory(mask, mem, 0, 2)[0])
+
+    blocks = [frozenset([v]) for v in range(dag.n)]
+    for step in trace:
+        # every valid adjacent pair and its Eq. 4 cost, by brute force
+        costs = []
+        for x, y in itertools.permutations(range(len(blocks)), 2):
+            bx, by = blocks[x], blocks[y]
+            if not any(structure.has_edge(a, b) for a in bx for b in by):
+                continue
+            merged = [b for i, b in enumerate(blocks) if i not in (x, y)] + [bx | by]
+            if not _is_acyclic_quotient(dag, merged) or mem_of(bx | by) > mem.device_memory:
+                continue
+            cm = sum(t for (a, b), t in comm.items() if (a in bx and b in by)
+                     or (a in by and b in bx))
+            costs.append(float(dag.compute[list(bx)].sum() + dag.compute[list(by)].sum())
+                         - alpha * cm)
+        assert step.u in blocks and step.v in blocks
+        assert step.cost == pytest.approx(min(costs))
+        blocks = [b for b in blocks if b not in (step.u, step.v)] + [step.u | step.v]
+        assert _is_acyclic_quotient(dag, blocks)
+        assert all(_convex(structure, b) for b in blocks)
+        assert all(mem_of(b) <= mem.device_memory for b in blocks if len(b) > 1)
+    assert len(set(label.tolist())) == len(blocks)
+    # labels are a topological numbering of the hyper-graph
+    q = quotient(dag, label)
+    assert np.all(q.src < q.dst)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_refinement_never_increases_max_stage_time(seed: int) -> None:
+    rng = np.random.default_rng(200 + seed)
+    g = random_graph(rng, int(rng.integers(4, 25)), float(rng.uniform(0.1, 0.4)))
+    s = int(rng.integers(1, 4))
+    res = partition_ops(g, s, s * 2, replicas=2, k=int(rng.integers(s, 8)),
+                        memory=MemoryModel(), refine_steps=0)
+    if res.atom_stage is None or res.replicas is None:
+        return
+    before = float(stage_times(res.dag, res.atom_stage, res.replicas).max())
+    after_stage, _ = refine(res.dag, res.atom_stage, res.replicas)
+    after = float(stage_times(res.dag, after_stage, res.replicas).max())
+    assert after <= before + 1e-12
+    for u, v in zip(res.dag.src.tolist(), res.dag.dst.tolist(), strict=True):
+        assert after_stage[u] <= after_stage[v]
+    assert sorted(set(after_stage.tolist())) == list(range(s))
+
+
+def test_clustering_plus_dp_never_beats_the_exact_dp() -> None:
+    for seed in range(15):
+        rng = np.random.default_rng(300 + seed)
+        g = random_graph(rng, int(rng.integers(6, 12)), 0.3)
+        exact = partition_ops(g, 2, 4, replicas=2, k=None, refine_steps=0)
+        clustered = partition_ops(g, 2, 4, replicas=2, k=4, refine_steps=0)
+        refined = partition_ops(g, 2, 4, replicas=2, k=4)
+        assert exact.objective <= clustered.objective + 1e-12
+        assert exact.objective <= refined.objective + 1e-12
+        assert refined.objective <= clustered.objective + 1e-12
+
+
+def test_pipeline_stages_feeds_phase2() -> None:
+    rng = np.random.default_rng(5)
+    g = random_graph(rng, 10, 0.3)
+    res = partition_ops(g, 2, 4, replicas=2, k=6)
+    assert res.atom_stage is not None
+    st = pipeline_stages(res.dag, res.atom_stage, 2)
+    assert st.n_devices == 4
+    dag, _ = atomic_dag(g)
+    assert st.compute.sum() * 2 == pytest.approx(dag.compute.sum())
+    assert st.param_bytes.sum() == pytest.approx(g.node_param_bytes().sum())
