@@ -13,8 +13,10 @@ if nothing overlapped. The replay runs the same work as tasks on a :class:`Timel
   port (``in:<device>``), taking ``bytes / bandwidth[src, dst]`` -- the same rule as t_X,
   which serialises what one device receives and lets devices receive in parallel.
 * **Parameter sync** (parameter-server rule of t_S): per channel slice, every replica sends
-  its gradient slice to the server (the slice's first tile's device) after its backward, and
-  receives the parameters back once the server has every gradient and its own backward.
+  its gradient slice to the server (the slice's first tile's device) after its backward -- a
+  task on the server's inbound port -- and receives the parameters back once the server has
+  every gradient and its own backward -- a task on the server's outbound port
+  (``out:<device>``), so the server sends them one after the other, as t_S counts them.
 * A consumer tile's forward waits for all its inputs (transfers, or the producer tiles on its
   own device); a tile's backward waits for its forward and for every gradient sent to it.
 
@@ -65,7 +67,8 @@ class ReplayTasks:
 
     Attributes
     ----------
-    resources : names: ``dev<d>`` (compute of device ``d``), ``in:dev<d>`` (its inbound port).
+    resources : names: ``dev<d>`` (compute of device ``d``), ``in:dev<d>`` (its inbound port),
+        ``out:dev<d>`` (its outbound port, used by parameter-server sends).
     resource, duration : per task.
     deps : per task, the tasks that must finish first (all of lower index).
     kind, what : ``compute`` / ``transfer`` / ``sync`` and a label (``F conv1[2]`` = forward
@@ -87,7 +90,8 @@ class ReplayTasks:
 
 class _Builder:
     def __init__(self, devices: int) -> None:
-        self.resources = tuple([f"dev{d}" for d in range(devices)] + [f"in:dev{d}" for d in range(devices)])
+        self.resources = tuple([f"dev{d}" for d in range(devices)] + [f"in:dev{d}" for d in range(devices)]
+                               + [f"out:dev{d}" for d in range(devices)])
         self.devices = devices
         self.resource: list[int] = []
         self.duration: list[float] = []
@@ -108,6 +112,9 @@ class _Builder:
 
     def inbound(self, device: int) -> int:
         return self.devices + device
+
+    def outbound(self, device: int) -> int:
+        return 2 * self.devices + device
 
     def build(self) -> ReplayTasks:
         return ReplayTasks(
@@ -205,7 +212,7 @@ def _sync_tasks(b: _Builder, graph: LayerGraph, i: int, config: LayerConfig, cha
                        f"G {layer.name}[{r}]", slice_bytes) for r in replicas]
         for r in replicas:
             dev = config.devices[r]
-            b.add(b.inbound(dev), slice_bytes * inv[server, dev], [*grads, bwd[server_tile]], SYNC,
+            b.add(b.outbound(server), slice_bytes * inv[server, dev], [*grads, bwd[server_tile]], SYNC,
                   f"P {layer.name}[{r}]", slice_bytes)
 
 
