@@ -164,3 +164,9 @@ def test_cli_prints_the_per_layer_table(capsys: pytest.CaptureFixture[str], tmp_
     rc = main(["evaluate", "builtin:vgg16", str(out), "--objective", "iteration", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and data["objective"] == pytest.approx(json.loads(out.read_text())["objective"], rel=1e-12)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unknown_options_are_refused(method: str) -> None:
+    with pytest.raises(ValueError, match="unknown option"):
+        solve(problem_for("lenet5", "2xP100"), method, no_such_option=1)

@@ -31,6 +31,11 @@ SOURCE = "Jia et al. 2018, Exploring hidden dimensions in parallelizing CNNs (Op
 _SPACE = "layer-wise configurations (power-of-two degrees in n, c, h, w; tiles on devices 0..p-1)"
 
 
+def _no_unknown(method: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+
+
 def _tables(problem: Problem) -> tuple[Any, float]:
     from dnnpart.evaluate.iteration import iteration_setting
     from dnnpart.solvers.optcnn.tables import build_tables
@@ -61,7 +66,7 @@ def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int],
     objectives=(ITERATION,), exact=True, source=SOURCE + ", Alg. 1",
 )
 def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
-                 enum_limit: int = 1 << 20) -> SolveResult:
+                 enum_limit: int = 1 << 20, **options: Any) -> SolveResult:
     """Algorithm 1 on the problem's cost tables; ``stats["final_nodes"]`` is K.
 
     Examples
@@ -77,6 +82,7 @@ def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progre
     """
     from dnnpart.solvers.optcnn.search import optimize_tables
 
+    _no_unknown("optcnn", options)
     started = time.perf_counter()
     if isinstance(enum_limit, bool) or not isinstance(enum_limit, int) or enum_limit < 0:
         raise ValueError(f"optcnn: option enum_limit must be an integer >= 0, got {enum_limit!r}")
@@ -92,9 +98,10 @@ def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progre
 
 def _baseline(name: str, pick: Callable[[Any], tuple[int, ...]]) -> Callable[..., SolveResult]:
     def solve_baseline(problem: Problem, /, *, time_limit: float | None = None,
-                       progress: Progress | None = None) -> SolveResult:
+                       progress: Progress | None = None, **options: Any) -> SolveResult:
         from dnnpart.solvers.optcnn.tables import iteration_time
 
+        _no_unknown(name, options)
         started = time.perf_counter()
         tables, table_s = _tables(problem)
         strategy = pick(tables)
@@ -145,7 +152,7 @@ solve_owt = register(
     objectives=(ITERATION,), exact=True, source=SOURCE + ", Table 3",
 )
 def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
-              prune: bool = False) -> SolveResult:
+              prune: bool = False, **options: Any) -> SolveResult:
     """Exhaustive DFS (``prune=True`` cuts branches at the incumbent, still exact).
 
     Examples
@@ -161,6 +168,7 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     """
     from dnnpart.solvers.optcnn.baselines import dfs
 
+    _no_unknown("optcnn-dfs", options)
     started = time.perf_counter()
     if not isinstance(prune, bool):
         raise ValueError(f"optcnn-dfs: option prune must be true or false, got {prune!r}")
