@@ -170,3 +170,16 @@ def test_cli_prints_the_per_layer_table(capsys: pytest.CaptureFixture[str], tmp_
 def test_unknown_options_are_refused(method: str) -> None:
     with pytest.raises(ValueError, match="unknown option"):
         solve(problem_for("lenet5", "2xP100"), method, no_such_option=1)
+
+
+def test_cli_simulate_replays_a_layerwise_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plan, trace = tmp_path / "plan.json", tmp_path / "trace.json"
+    assert main(["solve", "builtin:alexnet", "--objective", "iteration", "--method", "optcnn",
+                 "--cluster", "4xP100", "--out", str(plan), "--json"]) == 0
+    solved = json.loads(capsys.readouterr().out)
+    assert main(["simulate", "builtin:alexnet", str(plan), "--objective", "iteration", "--json",
+                 "--trace", str(trace)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["level"] == "layerwise" and data["t_o_s"] * 1e3 == pytest.approx(solved["objective"])
+    assert 0.9 <= data["ratio"] <= 1.0 + 1e-12 and trace.is_file()
+    assert main(["simulate", "builtin:alexnet", str(plan)]) == 2   # needs --objective iteration
