@@ -9,11 +9,12 @@ from dnnpart.plan import LayerConfig
 from dnnpart.simulate.layerwise import ReplayTasks, build_replay_tasks, replay_strategy, schedule_tasks
 from dnnpart.solvers.optcnn.configs import config_space
 from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth, two_level_bandwidth
-from dnnpart.solvers.optcnn.layers import LayerGraph, NetBuilder
+from dnnpart.solvers.optcnn.layers import LayerGraph
 from dnnpart.solvers.optcnn.models import build_model
 from dnnpart.solvers.optcnn.search import optimize_tables
 from dnnpart.solvers.optcnn.strategy import strategy_bytes, strategy_configs, strategy_time
 from dnnpart.solvers.optcnn.tables import build_tables, communication_bytes, iteration_time
+from dnnpart.testing.layer_problems import random_layer_graph
 
 
 def naive_schedule(tasks: ReplayTasks) -> tuple[np.ndarray, np.ndarray]:
@@ -61,25 +62,6 @@ def test_scheduler_equals_naive_twin() -> None:
         np.testing.assert_array_equal(e, ne)
 
 
-def random_graph(rng: np.random.Generator) -> LayerGraph:
-    b = NetBuilder("r", batch=int(rng.choice([2, 4, 8])))
-    x = b.input(int(rng.choice([1, 2, 4])), 8, 8)
-    outs = [x]
-    for i in range(int(rng.integers(1, 5))):
-        src = outs[int(rng.integers(0, len(outs)))]
-        kind = rng.integers(0, 3)
-        if kind == 0:
-            k = int(rng.choice([1, 3]))
-            outs.append(b.conv(f"c{i}", src, int(rng.choice([2, 4])), k, 1, k // 2))
-        elif kind == 1:
-            outs.append(b.pool(f"p{i}", src, 2, 2) if b.shape(src)[2] >= 2 else b.conv(f"c{i}", src, 2, 1))
-        else:
-            same = [o for o in outs if b.shape(o) == b.shape(src) and o != src]
-            outs.append(b.add(f"a{i}", src, same[0]) if same else b.conv(f"c{i}", src, 2, 1))
-    b.fc("fc", outs[-1], 4)
-    return b.build()
-
-
 def random_configs(rng: np.random.Generator, g: LayerGraph, d: int) -> list[LayerConfig]:
     out = []
     for layer in g.layers:
@@ -94,7 +76,7 @@ def random_configs(rng: np.random.Generator, g: LayerGraph, d: int) -> list[Laye
 def test_replay_random_strategies_twin_and_bytes() -> None:
     rng = np.random.default_rng(3)
     for _ in range(40):
-        g = random_graph(rng)
+        g = random_layer_graph(rng)
         d = int(rng.choice([2, 4]))
         bw = two_level_bandwidth(1 if d == 2 else 2, 2, intra=float(rng.uniform(1e9, 4e9)),
                                  inter=float(rng.uniform(2e8, 1e9)))
