@@ -23,7 +23,7 @@ from typing import Any
 
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import ITERATION, Problem
-from dnnpart.solvers.registry import Progress, register
+from dnnpart.solvers.registry import Progress, Stopwatch, register
 
 __all__ = ["solve_data_parallel", "solve_dfs", "solve_model_parallel", "solve_optcnn", "solve_owt"]
 
@@ -173,8 +173,12 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     if not isinstance(prune, bool):
         raise ValueError(f"optcnn-dfs: option prune must be true or false, got {prune!r}")
     tables, table_s = _tables(problem)
+    # the stopwatch stops the search at the time limit (and, where the registry's stop flag
+    # exists, on Ctrl-C); the budget is only a backstop
+    watch = Stopwatch(time_limit)
+    watch.started = started
     budget = float("inf") if time_limit is None else max(0.0, time_limit - (time.perf_counter() - started))
-    found = dfs(tables, budget, prune=prune, slice_steps=1 << 18)
+    found = dfs(tables, budget, prune=prune, slice_steps=1 << 18, should_stop=watch.expired)
     status = Status.OPTIMAL if found.finished else Status.FEASIBLE
     stats: dict[str, Any] = {"finished": found.finished, "visited": found.visited,
                              "table_time_s": table_s, "search_time_s": found.seconds}
