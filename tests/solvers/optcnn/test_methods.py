@@ -151,7 +151,24 @@ def test_builtin_layer_graphs_keep_their_layers() -> None:
     assert layers_of(g).name == "inception_v3" and g.n_nodes == len(layers_of(g).layers)
     assert g.op_types is not None and "concat" in g.op_types
     with pytest.raises(FormatError, match="builtin:vgg17"):
-        load_problem("builtin:vgg17", cluster=resolve_cluster("2xP100").cluster)
+        load_problem("builtin:vgg17", cluster=resolve_cluster("2xP100").cluster,
+                     objective=Objective(kind="iteration"))
+
+
+def test_builtin_names_pick_layer_graphs_or_torch_models() -> None:
+    from dnnpart.io.loader import _layer_graph_name
+
+    iteration, plain = Objective(kind="iteration"), Objective()
+    assert _layer_graph_name("builtin:vgg16", plain) == "vgg16"          # no torch model of that name
+    assert _layer_graph_name("builtin:resnet50", iteration) == "resnet50"
+    assert _layer_graph_name("builtin:resnet50", plain) is None         # the torch model (issue 14)
+    assert _layer_graph_name("zoo:bert-3", iteration) is None
+    pytest.importorskip("torch")
+    from dnnpart.frontends.models import BUILTIN_MODELS
+
+    # the loader's list of torch builtin names (kept there to avoid importing torch)
+    torch_picked = {n for n in BUILTIN_MODELS if _layer_graph_name(f"builtin:{n}", plain) is None}
+    assert torch_picked == set(BUILTIN_MODELS)
 
 
 def test_cli_prints_the_per_layer_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -183,3 +200,29 @@ def test_cli_simulate_replays_a_layerwise_plan(capsys: pytest.CaptureFixture[str
     assert data["level"] == "layerwise" and data["t_o_s"] * 1e3 == pytest.approx(solved["objective"])
     assert 0.9 <= data["ratio"] <= 1.0 + 1e-12 and trace.is_file()
     assert main(["simulate", "builtin:alexnet", str(plan)]) == 2   # needs --objective iteration
+
+
+@pytest.mark.parametrize("model", ["alexnet", "vgg16", "resnet50"])
+def test_layer_graphs_survive_a_native_file(model: str, tmp_path: Path) -> None:
+    """The layer-attribute table carries what the iteration objective reads (no side table)."""
+    from dnnpart.io.native import load_graph, save_graph
+
+    p = problem_for(model, "2xP100", batch=8)
+    save_graph(p.graph, tmp_path / "g.npz")
+    back = Problem(graph=load_graph(tmp_path / "g.npz"), cluster=p.cluster, objective=p.objective)
+    r = solve(p, "optcnn")
+    # add and chains do not depend on the order of a layer's inputs; concat would (node order)
+    assert solve(back, "optcnn").objective == pytest.approx(r.objective, rel=1e-12)
+    assert evaluate(back, r.plan).objective == pytest.approx(r.objective, rel=1e-12)  # type: ignore[arg-type]
+
+
+def test_foreign_layer_kinds_are_named() -> None:
+    from dataclasses import replace
+
+    from dnnpart.frontends.layer_graphs import layers_from_attrs
+
+    g = layer_graph("lenet5")
+    assert g.layer_attrs is not None
+    attrs = replace(g.layer_attrs, kind=("aten.convolution.default",) * g.n_nodes)
+    with pytest.raises(ValueError, match=r"aten\.convolution"):
+        layers_from_attrs(replace(g, layer_attrs=attrs))
