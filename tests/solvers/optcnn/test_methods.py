@@ -226,3 +226,25 @@ def test_foreign_layer_kinds_are_named() -> None:
     attrs = replace(g.layer_attrs, kind=("aten.convolution.default",) * g.n_nodes)
     with pytest.raises(ValueError, match=r"aten\.convolution"):
         layers_from_attrs(replace(g, layer_attrs=attrs))
+
+
+def test_dfs_stops_on_a_stop_request_with_its_best_plan() -> None:
+    """Ctrl-C (the registry's stop flag) ends the exhaustive search with a plan, promptly."""
+    import threading
+    import time
+
+    from dnnpart import interrupt
+
+    p = problem_for("alexnet", "4xP100")
+    solve(p, "optcnn-dfs", time_limit=0.2)  # compile and build outside the timing
+    timer = threading.Timer(0.5, interrupt.request_stop)
+    started = time.perf_counter()
+    timer.start()
+    try:
+        r = solve(p, "optcnn-dfs", time_limit=20)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - started < 0.5 + interrupt.GRACE_S + 3
+    assert r.stats["stopped"] == interrupt.INTERRUPTED and r.plan is not None
+    assert r.objective == pytest.approx(evaluate(p, r.plan).objective)
+    assert not interrupt.stop_requested()

@@ -23,7 +23,7 @@ from typing import Any
 
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import ITERATION, Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 
 __all__ = ["solve_data_parallel", "solve_dfs", "solve_model_parallel", "solve_optcnn", "solve_owt"]
 
@@ -64,6 +64,8 @@ def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int],
     summary="layer-wise parallelism: node/edge elimination (Alg. 1), exact completion, undo",
     guarantee="optimal t_O (Eq. 1) over the layer-wise configuration space",
     objectives=(ITERATION,), exact=True, source=SOURCE + ", Alg. 1",
+    options=(Option("enum_limit", int, 1 << 20, "final-graph strategies enumerated at once; beyond "
+                    "that, exact conditioning", minimum=0),),
 )
 def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
                  enum_limit: int = 1 << 20, **options: Any) -> SolveResult:
@@ -150,6 +152,9 @@ solve_owt = register(
     summary="depth-first search over every layer-wise strategy (paper 3's Table 3 baseline)",
     guarantee="optimal t_O (Eq. 1) when it finishes within the time limit",
     objectives=(ITERATION,), exact=True, source=SOURCE + ", Table 3",
+    options=(Option("prune", bool, False, "cut a branch once its partial t_O reaches the incumbent "
+                    "(still exact)"),),
+    anytime=True,
 )
 def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
               prune: bool = False, **options: Any) -> SolveResult:
@@ -173,8 +178,8 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     if not isinstance(prune, bool):
         raise ValueError(f"optcnn-dfs: option prune must be true or false, got {prune!r}")
     tables, table_s = _tables(problem)
-    # the stopwatch stops the search at the time limit (and, where the registry's stop flag
-    # exists, on Ctrl-C); the budget is only a backstop
+    # the stopwatch stops the search at the time limit and on Ctrl-C (the registry's stop
+    # flag); the budget is only a backstop
     watch = Stopwatch(time_limit)
     watch.started = started
     budget = float("inf") if time_limit is None else max(0.0, time_limit - (time.perf_counter() - started))
@@ -183,5 +188,7 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     stats: dict[str, Any] = {"finished": found.finished, "visited": found.visited,
                              "table_time_s": table_s, "search_time_s": found.seconds}
     if not found.finished:
-        stats["stopped"] = "time-limit"
+        from dnnpart import interrupt
+
+        stats["stopped"] = interrupt.stop_reason() or interrupt.TIME_LIMIT
     return _result(problem, "optcnn-dfs", tables, found.strategy, found.value, status, started, stats)
