@@ -9,35 +9,26 @@ topological order, reference ops with their variable -- says whether a placement
 caps is easy to find. Reports success where the oracle fits, moved nodes / |V| and makespan
 after / before. Writes ``bench-results/pardnn_memory.md``.
 
-Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--nodes 5000] [--time-limit 120]``
+Graphs: the ``--graphs`` given (anything ``dnnpart.io.load_problem`` reads, e.g. issue 14's
+``zoo:word-rnn``), else seeded layered DAGs.
+
+Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--graphs G ...] [--nodes 5000] [--time-limit 120]``
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dnnpart.graph import NORMAL, RESIDUAL, Graph, build_graph
+from dnnpart.graph import RESIDUAL, Graph
 from dnnpart.solvers.pardnn import Costs, pardnn
-from dnnpart.solvers.pardnn.constraints import follow_variables, reference_variables
+from dnnpart.solvers.pardnn.constraints import colocation_leaders, follow_variables, reference_variables
 from dnnpart.solvers.pardnn.overflow import heuristic_one
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pardnn_scale import layered_dag
-
-
-def generated(n: int, width: int, seed: int) -> Graph:
-    c, res, nor = layered_dag(n, width=width, seed=seed)
-    cls = np.where(res > 0, RESIDUAL, NORMAL)
-    return build_graph(
-        np.arange(n), c.edge_sources(), c.succ_idx, compute_time=np.c_[c.comp * 3, c.comp],
-        edge_cost=c.comm, edge_bytes=c.comm * 1e7, output_bytes=nor, param_bytes=res, memory_class=cls,
-    )
+from dnnpart.testing.layered import layered_graph
 
 
 def oracle(graph: Graph, k: int) -> np.ndarray:
@@ -60,6 +51,7 @@ def main() -> None:
     except ImportError as exc:
         raise SystemExit(f"error: this benchmark needs dnnpart.simulate ({exc})") from None
     ap = argparse.ArgumentParser()
+    ap.add_argument("--graphs", nargs="*", default=[])
     ap.add_argument("--nodes", type=int, default=5_000)
     ap.add_argument("--widths", type=int, nargs="+", default=[4, 16, 64])
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8, 16])
@@ -73,9 +65,16 @@ def main() -> None:
         "|---|---:|---:|---|---|---|---:|---:|---:|",
     ]
     rows: list[dict[str, Any]] = []
-    for i, w in enumerate(args.widths):
-        g = generated(args.nodes, w, seed=i)
-        variable = reference_variables(g)
+    if args.graphs:
+        from dnnpart.io import load_problem
+
+        graphs = [(name, load_problem(name, cluster=resolve_cluster("1xV100").cluster).graph)
+                  for name in args.graphs]
+    else:
+        graphs = [(f"layered w={w}", layered_graph(args.nodes, w, seed=i))
+                  for i, w in enumerate(args.widths)]
+    for name, g in graphs:
+        variable = colocation_leaders(g)
         for k in args.ks:
             cl = resolve_cluster(f"{k}xV100").cluster
             base = Costs.from_graph(g)
@@ -100,7 +99,7 @@ def main() -> None:
                 row = {"success": r.success, "fits": fits, "verified": verified,
                        "moved": r.moved_nodes / g.n_nodes, "slow": s1.makespan / s0.makespan}
                 rows.append(row)
-                lines.append(f"| layered w={w} | {k} | {frac} | {fits} | {r.success} | {verified} "
+                lines.append(f"| {name} | {k} | {frac} | {fits} | {r.success} | {verified} "
                              f"| {row['moved']:.3f} | {row['slow']:.3f} | {th:.1f} |")
                 print(lines[-1], flush=True)
     fit = [r for r in rows if r["fits"]]

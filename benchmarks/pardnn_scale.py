@@ -1,8 +1,10 @@
 """PARDNN partitioning time vs graph size (issue 16, Speed).
 
-Seeded random DAGs shaped like training graphs (a long spine of consecutive ops, each op
-reading up to a few recent tensors, some residual variables feeding later ops); ``|E| ≈ 5 |V|``.
-The issue-14 generator replaces this one when it is on main. Times are warm (numba compiled
+Graphs: issue 14's seeded generator calibrated on captured training graphs
+(``zoo:synthetic:nodes=N,edges=5N,seed=S,like=NAME``, ``--like word-rnn`` by default: the
+issue's 200k nodes / 1M edges) where it exists;
+``--like layered`` (or a checkout without the generator) uses the seeded layered DAGs of
+:mod:`dnnpart.testing.layered` (``|E| ≈ 5.9 |V|``). Times are warm (numba compiled
 by a first run on a small graph). Writes ``bench-results/pardnn_scale.md``.
 
 Run: ``PYTHONPATH=src python benchmarks/pardnn_scale.py [--sizes 50000 200000] [--k 16]``
@@ -14,48 +16,38 @@ import argparse
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dnnpart.solvers.pardnn import Costs, pardnn
 from dnnpart.solvers.pardnn.slicing import slice_graph
+from dnnpart.testing.layered import layered_dag
 
 
-def layered_dag(
-    n: int, *, degree: int = 6, width: int = 64, seed: int = 0
-) -> tuple[Costs, np.ndarray, np.ndarray]:
-    """Costs plus (residual bytes, normal bytes) of a seeded layered DAG with ~degree*n edges.
+def inputs(
+    n: int, seed: int, like: str, edges_per_node: int = 5
+) -> tuple[str, Costs, np.ndarray, np.ndarray]:
+    """(source, costs, residual bytes, normal bytes): the issue-14 generator, else layered."""
+    if like != "layered":
+        spec = f"zoo:synthetic:nodes={n},edges={edges_per_node * n},seed={seed},like={like}"
+        try:
+            from dnnpart.io import load_problem
+            from dnnpart.solvers.pardnn.memory_balance import node_memory
 
-    Nodes are numbered layer by layer (``width`` nodes each, jittered); every node reads
-    ``degree`` tensors from the previous three layers (mostly the previous one), so the critical
-    path has about n / width nodes and the degree of parallelism is about ``width``.
-    """
-    rng = np.random.default_rng(seed)
-    layer = np.sort(rng.integers(0, max(n // width, 1), size=n))
-    layer[0] = 0
-    first = np.searchsorted(layer, np.arange(layer[-1] + 2))  # first node of every layer
-    v = np.repeat(np.arange(n, dtype=np.int64), degree)
-    back = np.minimum(rng.geometric(0.7, size=v.size), 3)
-    src_layer = layer[v] - back
-    ok = src_layer >= 0
-    v, src_layer = v[ok], src_layer[ok]
-    lo, hi = first[src_layer], first[src_layer + 1]
-    u = lo + (rng.random(v.size) * np.maximum(hi - lo, 1)).astype(np.int64)
-    keep = (hi > lo) & (u < v)
-    code = np.unique(u[keep] * n + v[keep])
-    src, dst = code // n, code % n
-    comp = rng.gamma(2.0, 1.0, size=n)
-    comm = rng.gamma(1.5, 0.3, size=src.size)
-    residual = rng.random(n) < 0.1
-    res = np.where(residual, rng.gamma(2.0, 4.0e6, size=n), 0.0)
-    nor = np.where(residual, 0.0, rng.gamma(2.0, 1.0e6, size=n))
-    costs = Costs.from_edges(n, src, dst, comp=comp, comm=comm)
-    return costs, res, nor
-
-
-def run(n: int, k: int, seed: int, repeat: int = 1) -> dict[str, float]:
-    """Best of ``repeat`` runs (the machine is shared: the minimum is the least disturbed)."""
+            graph = load_problem(spec).graph
+        except Exception as exc:  # the generator is not on this checkout
+            print(f"note: {spec} does not load ({exc}); using layered DAGs")
+        else:
+            res, nor = node_memory(graph)
+            return spec, Costs.from_graph(graph), res, nor
     costs, res, nor = layered_dag(n, seed=seed)
+    return f"layered n={n}", costs, res, nor
+
+
+def run(n: int, k: int, seed: int, repeat: int = 1, like: str = "layered") -> dict[str, Any]:
+    """Best of ``repeat`` runs (the machine is shared: the minimum is the least disturbed)."""
+    source, costs, res, nor = inputs(n, seed, like)
     total = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -67,7 +59,8 @@ def run(n: int, k: int, seed: int, repeat: int = 1) -> dict[str, float]:
     slice_graph(costs, k)
     slicing_only = time.perf_counter() - t1
     return {
-        "nodes": float(n),
+        "graph": source,
+        "nodes": float(costs.n),
         "edges": float(costs.succ_idx.size),
         "total_s": total,
         "slicing_s": result.info["slicing_s"],
@@ -86,20 +79,24 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--like", default="word-rnn",
+                    help="calibration of the issue-14 generator, or 'layered'")
     ap.add_argument("--out", default="bench-results/pardnn_scale.md")
     args = ap.parse_args()
-    run(2_000, args.k, args.seed)  # compile the kernels
-    rows = [run(n, args.k, args.seed, args.repeat) for n in args.sizes]
+    run(2_000, args.k, args.seed, like=args.like)  # compile the kernels
+    rows = [run(n, args.k, args.seed, args.repeat, args.like) for n in args.sizes]
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     lines = [
         f"# PARDNN scale (K = {args.k}, seed {args.seed}, heuristic II, best of {args.repeat})",
         "",
-        "| nodes | edges | clusters | largest primary | slicing s | LFLAM s | heuristic II s | total s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| graph | nodes | edges | clusters | largest primary | slicing s | LFLAM s | heuristic II s "
+        "| total s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {int(r['nodes'])} | {int(r['edges'])} | {int(r['clusters'])} | {int(r['largest_primary'])} "
+            f"| {r['graph']} | {int(r['nodes'])} | {int(r['edges'])} | {int(r['clusters'])} "
+            f"| {int(r['largest_primary'])} "
             f"| {r['slicing_s']:.2f} | {r['mapping_s']:.2f} "
             f"| {r['memory_s']:.2f} | {r['total_s']:.2f} |"
         )

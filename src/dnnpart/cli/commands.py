@@ -249,6 +249,13 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
                                            title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
         if "violations" in result.stats:
             out.print(f"[red]violations:[/] {safe(str(result.stats['violations']))}")
+        if "heuristic1_success" in result.stats:  # PARDNN's memory heuristic I (paper 2, §3.2.1)
+            if result.stats["heuristic1_success"]:
+                out.print(f"memory heuristic I: every device fits, {result.stats['heuristic1_moved']} "
+                          f"nodes moved in {result.stats['heuristic1_rounds']} rounds")
+            else:
+                out.print("[red]memory heuristic I failed:[/] "
+                          f"{safe(str(result.stats.get('heuristic1_failure', '')))}")
         if "final_nodes" in result.stats:
             st = result.stats
             out.print(f"Algorithm 1: K = {st['final_nodes']} nodes after {st['node_eliminations']} node and "

@@ -139,14 +139,20 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
-    p.add_argument("plan", help="plan file written by `dnnpart plan -o`")
+    p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
     p.add_argument(
         "--format",
-        choices=("torch", "placement", "pipelining"),
+        choices=("torch", "placement", "pipelining", "placement-text"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining",
+        "pipelining: split points for torch.distributed.pipelining; placement-text: "
+        "`name device` lines for every node (PARDNN's output)",
     )
+    p.add_argument("--graph", metavar="GRAPH",
+                   help="placement-text: the plan's graph (file or zoo:NAME), for plans not "
+                        "written by `dnnpart plan`")
+    p.add_argument("--cluster", metavar="SPEC",
+                   help="placement-text with --graph: cluster (default: the plan file's)")
     p.add_argument(
         "--out",
         "-o",
@@ -518,6 +524,10 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.export import pipelining_dict, placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
+    if args.format == "placement-text":
+        return _export_placement_text(args, out)
+    if args.graph or args.cluster:
+        raise FormatError("--graph/--cluster: only for --format placement-text")
     source, imported, problem, plan, gm, device_of = load_planned_model(
         args.plan, model=args.model, trust=args.trust_plan)
     names = [d.name for d in problem.cluster.devices]
@@ -577,8 +587,65 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     return EXIT_OK
 
 
+def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
+    """``name device`` lines from any plan file: with ``--graph``, else its embedded model."""
+    from dnnpart.cli.main import dumps
+    from dnnpart.export.placement import placement_lines
+    from dnnpart.io.plan_files import plan_cluster, read_plan
+
+    if args.graph:
+        from dnnpart.cost import resolve_cluster
+        from dnnpart.io import load_problem
+
+        cluster = resolve_cluster(args.cluster).cluster if args.cluster else plan_cluster(args.plan)
+        problem = load_problem(args.graph, cluster=cluster)
+        plan = read_plan(args.plan, problem)
+    else:
+        if args.cluster:
+            raise FormatError("--cluster: needs --graph")
+        from dnnpart.io import fields as f
+
+        block = f.require_mapping(f.read_json(args.plan), str(args.plan)).get("model")
+        if not isinstance(block, dict) or "spec" not in block:
+            raise FormatError(f"{args.plan}: model: missing; give the plan's graph with --graph GRAPH")
+        _, _, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,
+                                                       trust=args.trust_plan)
+    lines = placement_lines(problem, plan)
+    target = Path(args.out)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.replace(target)
+    if out.json_mode:
+        out.json(dumps({"format": "placement-text", "out": str(target), "nodes": len(lines)}))
+    else:
+        out.print(f"exported placement-text to {target} ({len(lines)} nodes)")
+    return EXIT_OK
+
+
+def _op_level_method(data: Any) -> str | None:
+    """The plan's method if it places single operators for the makespan objective (paper 2)."""
+    method = data.get("method") if isinstance(data, dict) else None
+    if not isinstance(method, str):
+        return None
+    from dnnpart.solvers.registry import available_methods
+
+    for info in available_methods():
+        if info.name == method and "makespan" in info.objectives:
+            return method
+    return None
+
+
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
+    from dnnpart.io import fields as f
+
+    method = _op_level_method(f.read_json(args.plan))
+    if method is not None:
+        raise FormatError(
+            f"{args.plan}: method {method} made an op-level placement for the makespan objective "
+            "(paper 2); `dnnpart run` executes pipeline-stage plans of a torch model only -- "
+            "score it with `dnnpart evaluate --objective makespan` or `dnnpart simulate`"
+        )
     source, _, problem, _, gm, device_of = load_planned_model(
         args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:

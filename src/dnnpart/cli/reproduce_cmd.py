@@ -1,8 +1,10 @@
 """``dnnpart reproduce PAPER``: regenerate a paper's tables and figures from its own inputs.
 
 Each paper brings its inputs and runner (:data:`PAPERS`): ``tarnawski2020`` (paper 1) reads
-the dnn-partitioning workloads folder (``--workloads``); ``optcnn2018`` (paper 3) builds its
-layer graphs and clusters itself (``--time-limit`` is its DFS budget).
+the dnn-partitioning workloads folder (``--workloads``); ``pardnn2021`` (paper 2) loads zoo
+captures and generated graphs (``--time-limit`` is linear clustering's budget per cell);
+``optcnn2018`` (paper 3) builds its layer graphs and clusters itself (``--time-limit`` is its
+DFS budget).
 
 Wiring (in ``cli/main.py`` and ``cli/commands.py``)::
 
@@ -19,6 +21,8 @@ from typing import Any
 #: Paper key -> what ``dnnpart reproduce KEY`` regenerates.
 PAPERS = {
     "tarnawski2020": "paper 1: Tables 1-4, Fig. 8 from the dnn-partitioning workloads",
+    "pardnn2021": "paper 2: Tables 4-5, Fig. 3 and partitioning time on zoo captures and the "
+                  "synthetic generator",
     "optcnn2018": "paper 3: Table 3, Table 5, Figs. 7-8 (layer-wise vs data/model/OWT) on builtin "
                   "layer graphs",
 }
@@ -47,7 +51,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="output folder (default reproduce-out)")
     p.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds per method run (default 1200; 60 with --quick); optcnn2018: the "
-                        "DFS budget (default 60; 3 with --quick)")
+                        "DFS budget (default 60; 3 with --quick); pardnn2021: linear clustering's "
+                        "budget per cell (default 60; 5 with --quick)")
     p.add_argument("--methods", nargs="+", metavar="NAME",
                    help="only these columns or methods (e.g. dp pipedream scotch)")
     p.add_argument("--only", nargs="+", metavar="KEY",
@@ -76,6 +81,8 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
         raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     if args.paper == "optcnn2018":
         return _reproduce_optcnn2018(args, out)
+    if args.paper == "pardnn2021":
+        return _reproduce_pardnn2021(args, out)
     return _reproduce_tarnawski2020(args, out)
 
 
@@ -111,6 +118,20 @@ def _reproduce_tarnawski2020(args: argparse.Namespace, out: Any) -> int:
         deterministic=not args.wall_clock,
     )
     out.note(f"{len(report.workloads)} workloads in {report.wall_time_s:.0f} s")
+    for path in report.files:
+        out.print(str(path))
+    return 0
+
+
+def _reproduce_pardnn2021(args: argparse.Namespace, out: Any) -> int:
+    """Paper 2 brings its own inputs (zoo workloads, generated graphs): no workloads folder."""
+    from dnnpart.reproduce.pardnn2021 import reproduce_pardnn2021
+
+    if args.workloads or args.methods or args.no_figure:
+        raise ValueError("--workloads/--methods/--no-figure: not used by pardnn2021")
+    report = reproduce_pardnn2021(args.out, quick=args.quick, lc_budget=args.time_limit,
+                                  only=args.only, notify=out.note)
+    out.note(f"{len(report.workloads)} models in {report.wall_time_s:.0f} s")
     for path in report.files:
         out.print(str(path))
     return 0

@@ -52,3 +52,29 @@ def placement_dict(problem: Problem, imported: ImportedModel, plan: Plan) -> dic
             for op in imported.ir.ops
         ],
     }
+
+
+def placement_lines(problem: Problem, plan: Plan) -> list[str]:
+    """``name device`` lines, one per node of the graph in node order (PARDNN's output form).
+
+    A node whose name is empty, holds whitespace or repeats another's is written by its
+    original id instead, so that every line names exactly one node.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 2.0, 3.0], n_accelerators=2)
+    >>> placement_lines(p, Plan(assignment=[0, 0, 1]))
+    ['0 acc0', '1 acc0', '2 acc1']
+    """
+    graph = problem.graph
+    names = [d.name for d in problem.cluster.devices]
+    counts: dict[str, int] = {}
+    for name in graph.names:
+        counts[name] = counts.get(name, 0) + 1
+    lines = []
+    for v, name in enumerate(graph.names):
+        if not name or any(ch.isspace() for ch in name) or counts[name] > 1:
+            name = str(int(graph.original_ids[v]))
+        lines.append(f"{name} {names[int(plan.assignment[v])]}")
+    return lines

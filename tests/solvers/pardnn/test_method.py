@@ -98,3 +98,29 @@ def test_auto_keeps_step_one_when_it_fits_and_runs_heuristic_one_otherwise() -> 
                                                      for d in roomy.devices))
     r2 = solve(Problem(graph=g, cluster=tight, objective=Objective(kind="makespan")), "pardnn")
     assert not r2.stats["auto_fits_without_heuristic"] and "heuristic1_success" in r2.stats
+
+
+def test_cp_guard_keeps_the_faster_of_step_one_and_the_cp_heuristic() -> None:
+    """With ``cp_guard`` (default) the objective is min(step 1, CP), ties to step 1."""
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.graph import build_graph
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.solvers import solve
+
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        width, n = 4, 160
+        layer = np.arange(n) // width
+        pairs = sorted({(int(u), v) for v in range(width, n)
+                        for u in rng.integers((layer[v] - 1) * width, layer[v] * width, size=3)})
+        src, dst = zip(*pairs, strict=True)
+        comp = rng.gamma(2.0, 1.0, n)
+        g = build_graph(np.arange(n), src, dst, compute_time=np.c_[comp * 3, comp],
+                        edge_cost=np.ones(len(src)), output_bytes=rng.gamma(1.5, 1e6, n))
+        p = Problem(graph=g, cluster=resolve_cluster("4xV100").cluster, objective=Objective(kind="makespan"))
+        guarded, plain, cp = solve(p, "pardnn"), solve(p, "pardnn", cp_guard=False), solve(p, "cp-heuristic")
+        assert guarded.objective <= cp.objective + 1e-9
+        expect = plain if plain.objective <= cp.objective else cp
+        assert guarded.objective == pytest.approx(expect.objective)
+        assert guarded.stats["step1_source"] == ("pardnn" if expect is plain else "cp-heuristic")
+        assert "step1_source" not in plain.stats

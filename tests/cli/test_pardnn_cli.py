@@ -1,0 +1,72 @@
+"""PARDNN plans through the CLI: placement-text export, ``run`` refusing them, heuristic I's report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.cli.test_cli import run
+
+from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
+
+pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="needs the makespan objective")
+
+GRAPH = "zoo:resnet18-training"
+
+
+@pytest.fixture()
+def pardnn_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
+    plan = str(tmp_path / "plan.json")
+    code, _, _ = run(capsys, "-q", "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
+                     "--cluster", "4xV100", "-o", plan)
+    assert code == 0
+    return plan
+
+
+def test_placement_text_names_every_node_with_its_plan_device(capsys, tmp_path, pardnn_plan):
+    from dnnpart.io import load_problem, read_plan
+
+    out = tmp_path / "placement.txt"
+    code, _, _ = run(capsys, "export", pardnn_plan, "--format", "placement-text", "--graph", GRAPH,
+                     "-o", str(out))
+    assert code == 0
+    from dnnpart.io.plan_files import plan_cluster
+
+    problem = load_problem(GRAPH, cluster=plan_cluster(pardnn_plan))
+    plan = read_plan(pardnn_plan, problem)
+    lines = out.read_text().splitlines()
+    assert len(lines) == problem.graph.n_nodes
+    names = [d.name for d in problem.cluster.devices]
+    by_name = dict(line.split(" ") for line in lines)
+    assert len(by_name) == problem.graph.n_nodes  # every line names one node
+    for v in range(problem.graph.n_nodes):
+        assert by_name[problem.graph.names[v]] == names[plan.assignment[v]]
+
+
+def test_placement_text_without_graph_or_model_is_one_error_line(capsys, tmp_path, pardnn_plan):
+    code, _, err = run(capsys, "export", pardnn_plan, "--format", "placement-text", "-o",
+                       str(tmp_path / "x.txt"))
+    assert code == 2 and err.strip().startswith("error:") and "--graph" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_run_refuses_an_op_level_plan_with_the_reason(capsys, pardnn_plan):
+    code, _, err = run(capsys, "run", pardnn_plan)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "pardnn" in err and "op-level" in err
+
+
+def test_solve_text_reports_heuristic_one(capsys, tmp_path):
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.io.cluster_file import cluster_to_dict
+
+    data = cluster_to_dict(resolve_cluster("4xV100").cluster)
+    for dev in data["devices"]:
+        dev["memory_bytes"] = 1e5  # nothing fits: heuristic I must fail and say where
+    path = tmp_path / "tight.json"
+    path.write_text(json.dumps(data))
+    code, out, _ = run(capsys, "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
+                       "--cluster", str(path), "--set", "memory_heuristic=1")
+    assert code == 1  # the plan violates memory: no feasible plan
+    assert "memory heuristic I failed:" in out and "overflows by" in out and "bytes at t=" in out

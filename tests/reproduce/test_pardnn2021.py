@@ -1,0 +1,64 @@
+"""``dnnpart reproduce pardnn2021 --quick``: paper 2's artefacts, beside the paper's figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
+
+pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="needs the makespan objective")
+
+
+def test_quick_reproduce_writes_all_four_artefacts(tmp_path: Path) -> None:
+    from dnnpart.cli.main import main
+    from dnnpart.reproduce.pardnn2021 import PAPER_TABLE5
+
+    assert main(["-q", "reproduce", "pardnn2021", "--quick", "--out", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "pardnn2021.json").read_text())
+    md = (tmp_path / "pardnn2021.md").read_text()
+    for title in ("Table 5", "Fig. 3", "Table 4", "Partitioning time"):
+        assert title in md
+    assert rec["models"]
+    for model, m in rec["models"].items():
+        assert model in PAPER_TABLE5
+        assert m["dop"] >= 1 - 1e-9 and m["ccr"] >= 0
+        assert [c["k"] for c in m["fig3"]] == rec["ks"]
+        for c in m["fig3"]:
+            # every makespan is an emulation of a placement: never below the lower bound
+            assert min(c["pardnn"], c["cp"], c["lc"]) >= c["bound"] - 1e-9
+            assert c["pardnn_guarded"] <= min(c["pardnn"], c["cp"]) + 1e-9
+        f1 = m["table4"]["factor"]["1"]
+        assert f1 is not None and f1 > 0
+    assert [t["nodes"] for t in rec["timing"]] == sorted(t["nodes"] for t in rec["timing"])
+
+
+def test_batch_scaling_scales_activations_not_parameters() -> None:
+    import numpy as np
+
+    from dnnpart.graph import RESIDUAL
+    from dnnpart.reproduce.pardnn2021 import scale_batch
+    from dnnpart.testing.layered import layered_graph
+
+    g = layered_graph(300, 8, 2)
+    h = scale_batch(g, 4.0)
+    res = g.memory_classes() == RESIDUAL
+    assert np.array_equal(h.node_param_bytes(), g.node_param_bytes())
+    assert np.allclose(h.node_output_bytes()[~res], 4 * g.node_output_bytes()[~res])
+    from_res = res[g.edge_sources()]
+    assert np.allclose(h.edge_bytes[~from_res], 4 * g.edge_bytes[~from_res])
+    assert np.allclose(h.edge_bytes[from_res], g.edge_bytes[from_res])
+    assert np.allclose(h.compute_time, 4 * g.compute_time)
+
+
+def test_largest_factor_brackets_a_monotone_threshold() -> None:
+    from dnnpart.reproduce.pardnn2021 import largest_factor
+
+    for t in (0.001, 0.3, 1.0, 1.5, 7.0, 4096.0, 1e9):
+        f = largest_factor(lambda x, t=t: x <= t)
+        if t < 2.0 ** -12:
+            assert f is None
+        else:
+            assert (f is not None and f <= t < 2 * f) or f == 2.0 ** 20
