@@ -134,9 +134,15 @@ def add_parsers(subparsers: Any) -> None:
     _add_model_args(p)
     p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream")
-    p.add_argument("--method", "-m", default="dp", help="method name (default: dp; see `dnnpart methods`)")
+    p.add_argument(
+        "--method", "-m",
+        help="method name (default: dp; with --schedule: pipeline, the split a schedule runs; "
+        "see `dnnpart methods`)",
+    )
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
+    p.add_argument("--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)")
+    p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o`")
@@ -159,7 +165,13 @@ def add_parsers(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a plan across local processes (torch.distributed, gloo)")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` for a torch model")
     p.add_argument("--nproc", type=int, help="processes (default: one per device the plan uses)")
-    p.add_argument("--microbatches", type=int, default=4, help="micro-batches to stream (default 4)")
+    p.add_argument(
+        "--microbatches", type=int, help="micro-batches (default: the plan's, else 4)"
+    )
+    p.add_argument(
+        "--schedule", choices=("gpipe", "1f1b"),
+        help="training plans: torch.distributed.pipelining schedule (default: the plan's, else 1f1b)",
+    )
     p.add_argument("--json", action="store_true")
 
 
@@ -289,6 +301,8 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "config": getattr(args, "config", None),
         "cluster": args.cluster,
         "specs": getattr(args, "specs", None),
+        "schedule": getattr(args, "schedule", None),
+        "microbatches": getattr(args, "microbatches", None),
     }
 
 
@@ -326,6 +340,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import get_method, solve
 
+    if args.method is None:
+        args.method = "pipeline" if args.schedule else "dp"
+        if args.schedule:
+            out.note("method: pipeline (--schedule given: one range of operators per device, "
+                     "backward with its forward, what the schedule runs)")
     get_method(args.method)  # fail fast on an unknown method
     source, imported, priced = _import(args, out)
     problem = Problem(
@@ -424,6 +443,12 @@ def load_planned_model(
         # running needs weights: one seeded init, the same in every process
         source = resolve_model(str(block["spec"]), materialize=True, **options)
         gm, _ = capture(source)
+    if gm is not None and training and planned.frontend == "export":
+        from dnnpart.export.placement import align_forward
+
+        fwd = [(op.name, op.source_type) for op in imported.ir.ops if op.name in device_of]
+        renamed = align_forward(gm, fwd)
+        device_of = {renamed[k]: d for k, d in device_of.items() if k in renamed}
     if gm is not None:
         device_of = complete_placement(gm, device_of)
     return source, imported, problem, plan, gm, device_of
@@ -516,6 +541,15 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
 
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
+    from dnnpart.io import fields as f
+
+    block = f.require_mapping(f.read_json(args.plan), str(args.plan)).get("model")
+    if isinstance(block, dict) and block.get("training"):
+        from dnnpart.cli.train_cmd import run_training
+
+        return run_training(args, out, block)
+    if args.microbatches is None:
+        args.microbatches = 4
     source, _, problem, _, gm, device_of = load_planned_model(args.plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
