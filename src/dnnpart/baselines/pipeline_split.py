@@ -71,7 +71,9 @@ def pipeline_assignment(problem: Problem) -> np.ndarray:
     t[~np.isfinite(t)] = 0.0
     fo = np.asarray(g.forward_of) if g.forward_of is not None else np.full(n, -1)
     back = np.asarray(g.is_backward, dtype=bool)
-    fwd = np.flatnonzero(~back & (fo < 0))
+    # operators only: parameters and inputs (no producers) follow their first consumer
+    has_pred = np.diff(np.asarray(g.pred_ptr)) > 0
+    fwd = np.flatnonzero(~back & (fo < 0) & has_pred)
     weight = t.copy()
     for v in np.flatnonzero(fo >= 0):
         weight[fo[v]] += t[v]

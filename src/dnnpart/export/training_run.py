@@ -341,7 +341,15 @@ def run_training_step(
         except Exception as exc:
             raise RuntimeError(f"a worker of the pipelined training run failed: {exc}") from None
         parts = [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
-    ref_losses, ref_grads = reference_step(gm, microbatches, targets)
+    # one thread, as in the workers: CPU kernels pick their reduction order by thread count,
+    # and batch norm over a few values (ResNet's last blocks on small images) amplifies that
+    # rounding to ~1% of a gradient
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ref_losses, ref_grads = reference_step(gm, microbatches, targets)
+    finally:
+        torch.set_num_threads(threads)
     grads: dict[str, Any] = {}
     for part in parts:
         for name, g in part["grads"].items():
@@ -423,7 +431,7 @@ def _worker(
                  for n, p in module.inner.named_parameters() if p.grad is not None}
         fw_ms, bw_ms = _time_stage(module, repeats)
         torch.save(
-            {"grads": grads, "losses": [float(x) for x in losses], "fw_ms": fw_ms, "bw_ms": bw_ms,
+            {"grads": grads, "losses": [float(x.detach()) for x in losses], "fw_ms": fw_ms, "bw_ms": bw_ms,
              "step_ms": step_ms},
             Path(tmp) / f"rank{rank}.pt",
         )
