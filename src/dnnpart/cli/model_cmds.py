@@ -148,10 +148,11 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("plan", help="plan file written by `dnnpart plan -o`")
     p.add_argument(
         "--format",
-        choices=("torch", "placement", "pipelining"),
+        choices=("torch", "placement", "pipelining", "deepspeed", "megatron"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining",
+        "pipelining: split points for torch.distributed.pipelining; deepspeed: PipelineModule parts; "
+        "megatron: --pipeline-model-parallel-layout (layer-granular plans)",
     )
     p.add_argument(
         "--out",
@@ -487,6 +488,14 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     info: dict[str, Any] = {"format": args.format, "out": str(target)}
     if args.format == "placement":
         write_json_atomic(placement_dict(problem, imported, plan), target)
+    elif args.format in ("deepspeed", "megatron"):
+        from dnnpart.export.layers import deepspeed_dict, megatron_dict
+
+        data = (deepspeed_dict if args.format == "deepspeed" else megatron_dict)(imported.ir, device_of, names)
+        write_json_atomic(data, target)
+        info["parts" if args.format == "deepspeed" else "layout"] = data.get(
+            "parts", data.get("pipeline_model_parallel_layout")
+        )
     elif args.format == "pipelining":
         data = pipelining_dict(imported.ir, device_of, names)
         write_json_atomic(data, target)
