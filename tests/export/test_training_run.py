@@ -34,7 +34,7 @@ def _plan_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str,
                  "--schedule", schedule, "-o", str(plan), "--json", *extra])
     assert code == 0
     capsys.readouterr()
-    assert main(["run", str(plan), "--json"]) == 0
+    assert main(["run", str(plan), "--json", "--trust-plan"]) == 0
     info: dict[str, object] = json.loads(capsys.readouterr().out)
     return info
 
@@ -89,7 +89,7 @@ def test_run_refuses_a_non_pipeline_training_plan(tmp_path: Path, capsys: pytest
     assert main(["plan", SHARED_RELU, "--input-shape", "1,3,16,16", "--training", "--cluster", "2xA100",
                  "-m", "pipeline", "-o", str(plan)]) == 0
     capsys.readouterr()  # then scatter the operators over both devices: not a pipeline
-    code = main(["run", str(_scrambled(plan))])
+    code = main(["run", str(_scrambled(plan)), "--trust-plan"])
     err = capsys.readouterr().err
     assert code == 2 and "both ways" in err and err.count("\n") == 1
 

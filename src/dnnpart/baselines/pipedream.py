@@ -30,7 +30,7 @@ from dnnpart.baselines.branching import branch_region_labels
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp import build_stage_graph, solve_dpl
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -70,6 +70,9 @@ def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[
     guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
     objectives=("throughput",),
     source="paper 1, section 6 (baseline, after PipeDream [NHP+19])",
+    options=(
+        Option("ignore_inputs", bool, True, "leave input transfers out, as PipeDream did"),
+    ),
 )
 def solve_pipedream(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,

@@ -161,6 +161,7 @@ def add_parsers(subparsers: Any) -> None:
         required=True,
         help="output file (placement, pipelining) or directory (torch)",
     )
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
 
     p = subparsers.add_parser("run", help="run a plan across local processes (torch.distributed, gloo)")
@@ -173,7 +174,54 @@ def add_parsers(subparsers: Any) -> None:
         "--schedule", choices=("gpipe", "1f1b"),
         help="training plans: torch.distributed.pipelining schedule (default: the plan's, else 1f1b)",
     )
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
+
+
+#: Model specs a plan file may name and have followed: built-in, torchvision and hf: models
+#: (no remote code) and ONNX files are data. Anything else (``module:`` imports and calls the
+#: user's code; kinds added later are refused until listed here) needs ``--model SPEC`` or
+#: ``--trust-plan``.
+SAFE_SPECS = ("builtin:", "torchvision:", "hf:")  # hf: never sets trust_remote_code
+
+
+def _add_trust_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="SPEC",
+                   help="the model the plan was made for (default: the plan's own if it is "
+                        "builtin:, torchvision:, hf: or an .onnx file; module: specs import code)")
+    p.add_argument("--trust-plan", action="store_true",
+                   help="follow the plan's model spec even if it imports code (module:...)")
+
+
+def plan_model_spec(block: dict[str, Any], path: str | Path, *, model: str | None,
+                    trust: bool) -> str:
+    """The model spec to resolve for a plan: ``model`` if given, else the plan's own.
+
+    A plan file is data: its spec is refused when it would import and run code, unless
+    ``trust`` (``--trust-plan``).
+
+    Examples
+    --------
+    >>> plan_model_spec({"spec": "module:os:getcwd"}, "p.json", model=None, trust=False)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: p.json: model.spec: 'module:os:getcwd' would import and run code; ...
+    >>> plan_model_spec({"spec": "builtin:bert"}, "p.json", model=None, trust=False)
+    'builtin:bert'
+    """
+    if model is not None:
+        return model
+    spec = block.get("spec")
+    if not isinstance(spec, str):
+        raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
+    text = spec.strip()
+    safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
+                                            and ":" not in text.split("/")[-1])
+    if not safe and not trust:
+        raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
+                          "model yourself (--model SPEC) or pass --trust-plan")
+    return spec
 
 
 # -- shared steps -----------------------------------------------------------------------
@@ -311,11 +359,12 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
 def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.limits import check_output_path
     from dnnpart.problem import Problem
 
+    target = check_output_path(args.out)
     _, imported, priced = _import(args, out)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
-    target = Path(args.out)
     if target.suffix == ".npz":
         from dnnpart.io.native import save_graph
 
@@ -347,6 +396,10 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             out.note("method: pipeline (--schedule given: one range of operators per device, "
                      "backward with its forward, what the schedule runs)")
     get_method(args.method)  # fail fast on an unknown method
+    if args.out is not None:
+        from dnnpart.limits import check_output_path
+
+        check_output_path(args.out)
     source, imported, priced = _import(args, out)
     problem = Problem(
         graph=imported.graph,
@@ -361,6 +414,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
+    from dnnpart.cli.commands import report_stop
+
+    stopped = report_stop(out, result, args.out)
+    if stopped is not None:
+        return stopped
     summary = _summary(imported, priced)
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
@@ -385,7 +443,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
 
 # -- export / run -------------------------------------------------------------------------
 def load_planned_model(
-    path: str | Path,
+    path: str | Path, *, model: str | None = None, trust: bool = False,
 ) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any, dict[str, int]]:
     """Re-import the model a plan file was made for.
 
@@ -397,6 +455,9 @@ def load_planned_model(
     the plan, and once with its seeded weights, to run. The two captures can differ in a few
     layout-only nodes (``contiguous`` after a transpose whose strides the meta kernels report
     differently); such a node runs where its producer runs (:func:`complete_placement`).
+
+    ``model`` replaces the plan's model spec; without it a spec that would import code is
+    refused unless ``trust`` (see :func:`plan_model_spec`).
     """
     from dnnpart.export import operator_devices
     from dnnpart.frontends.build import price_model
@@ -409,6 +470,7 @@ def load_planned_model(
     block = f.require_mapping(data, str(path)).get("model")
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
     priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
     options: dict[str, Any] = {
@@ -418,7 +480,7 @@ def load_planned_model(
         "config_file": block.get("config"),
     }
     training = bool(block.get("training"))
-    planned = resolve_model(str(block["spec"]), **options)
+    planned = resolve_model(spec, **options)
     gm = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # already reported at import time
@@ -440,9 +502,9 @@ def load_planned_model(
     plan = parse_plan(data, problem, str(path))
     device_of = operator_devices(imported, plan)
     source = planned
-    if planned.is_torch and str(block["spec"]).startswith("hf:"):
+    if planned.is_torch and spec.startswith("hf:"):
         # running needs weights: one seeded init, the same in every process
-        source = resolve_model(str(block["spec"]), materialize=True, **options)
+        source = resolve_model(spec, materialize=True, **options)
         gm, _ = capture(source)
     if gm is not None and training and planned.frontend == "export":
         from dnnpart.export.placement import align_forward
@@ -482,7 +544,8 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.export import pipelining_dict, placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
-    source, imported, problem, plan, gm, device_of = load_planned_model(args.plan)
+    source, imported, problem, plan, gm, device_of = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     names = [d.name for d in problem.cluster.devices]
     target = Path(args.out)
     info: dict[str, Any] = {"format": args.format, "out": str(target)}
@@ -559,7 +622,8 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
         return run_training(args, out, block)
     if args.microbatches is None:
         args.microbatches = 4
-    source, _, problem, _, gm, device_of = load_planned_model(args.plan)
+    source, _, problem, _, gm, device_of = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
     if args.microbatches < 1:

@@ -29,7 +29,8 @@ def run_training(args: argparse.Namespace, out: Renderer, block: dict[str, Any])
     )
     from dnnpart.frontends.sources import example_inputs
 
-    source, _, problem, plan, gm, device_of = load_planned_model(args.plan)
+    source, _, problem, plan, gm, device_of = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
     if plan.replica_of is not None and len(set(plan.replica_of.tolist())) < len(plan.replica_of):
