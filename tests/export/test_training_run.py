@@ -39,7 +39,9 @@ def _plan_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str,
     return info
 
 
-def test_shared_relu_resnet_gpipe_matches_gradients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_shared_relu_resnet_gpipe_matches_gradients(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     info = _plan_and_run(tmp_path, capsys, SHARED_RELU, "--input-shape", "1,3,16,16", schedule="gpipe")
     assert info["passed"] is True and info["schedule"] == "gpipe" and info["microbatches"] == 4
     assert info["stages"] == 4  # one stage per accelerator of the plan
@@ -59,7 +61,9 @@ def test_tiny_gpt2_1f1b_matches_gradients(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["builtin:resnet50", "hf:gpt2"])
-def test_full_size_models_match_gradients(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str) -> None:
+def test_full_size_models_match_gradients(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str
+) -> None:
     extra = ("--input-shape", "1,3,64,64") if spec.startswith("builtin") else ("--input-shape", "1,64")
     info = _plan_and_run(tmp_path, capsys, spec, *extra, micro="8")
     assert info["passed"] is True

@@ -141,7 +141,9 @@ def add_parsers(subparsers: Any) -> None:
     )
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
-    p.add_argument("--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)")
+    p.add_argument(
+        "--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)"
+    )
     p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
@@ -554,7 +556,8 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     elif args.format in ("deepspeed", "megatron"):
         from dnnpart.export.layers import deepspeed_dict, megatron_dict
 
-        data = (deepspeed_dict if args.format == "deepspeed" else megatron_dict)(imported.ir, device_of, names)
+        layer_export = deepspeed_dict if args.format == "deepspeed" else megatron_dict
+        data = layer_export(imported.ir, device_of, names)
         write_json_atomic(data, target)
         info["parts" if args.format == "deepspeed" else "layout"] = data.get(
             "parts", data.get("pipeline_model_parallel_layout")

@@ -93,8 +93,10 @@ def run_training(args: argparse.Namespace, out: Renderer, block: dict[str, Any])
             f"tolerance {RTOL:g}); losses differ by at most {result.loss_max_abs_diff:.3g}"
         )
         if moved:
-            out.note(f"{moved} operator(s) named differently by the two captures moved to their producers' stage")
-        out.print("per stage, ms (predicted: the plan's device loads; measured: this CPU, first micro-batch):")
+            out.note(f"{moved} operator(s) named differently by the two captures moved to their "
+                     "producers' stage")
+        out.print("per stage, ms (predicted: the plan's device loads; measured: this CPU, "
+                  "first micro-batch):")
         for r in rows:
             out.print(
                 f"  stage {r['stage']} {r['device']:>6} {r['operators']:5d} ops  predicted fw "

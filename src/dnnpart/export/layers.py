@@ -81,7 +81,8 @@ def unit_stages(ir: ModelIR, device_of: dict[str, int]) -> tuple[list[str], list
     """
     _, units = layer_units(ir)
     order: list[int] = []
-    names, stage_of = [], []
+    names: list[str] = []
+    stage_of: list[int] = []
     for name, ops in units:
         devs = {device_of[o] for o in ops}
         if len(devs) > 1:
@@ -97,7 +98,9 @@ def unit_stages(ir: ModelIR, device_of: dict[str, int]) -> tuple[list[str], list
                 order.append(dev)
             stage = order.index(dev)
             if stage_of and stage < max(stage_of):
-                raise FormatError(f"layer {name!r} goes back to an earlier stage (device {dev}); not a pipeline")
+                raise FormatError(
+                    f"layer {name!r} goes back to an earlier stage (device {dev}); not a pipeline"
+                )
         names.append(name)
         stage_of.append(max(stage, 0))
     if stage_of and stage_of[0] != 0:
@@ -133,7 +136,8 @@ def megatron_layout(ir: ModelIR, device_of: dict[str, int]) -> str:
     >>> paths = ["wte", "h.0.attn", "h.1.attn", "h.2.attn", "lm_head"]
     >>> ops = [OpRecord(name=f"o{i}", source_type="x", spec=OpSpec(op_type="x"), module_path=p)
     ...        for i, p in enumerate(paths)]
-    >>> megatron_layout(ModelIR(name="m", source="fx", ops=ops), {"o0": 0, "o1": 0, "o2": 1, "o3": 1, "o4": 1})
+    >>> placed = {"o0": 0, "o1": 0, "o2": 1, "o3": 1, "o4": 1}
+    >>> megatron_layout(ModelIR(name="m", source="fx", ops=ops), placed)
     'Et|ttL'
     """
     names, stage_of, order = unit_stages(ir, device_of)

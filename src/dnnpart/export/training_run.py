@@ -246,7 +246,9 @@ def _example(x: Any, grad: bool) -> Any:
     return y.requires_grad_(True) if grad and y.is_floating_point() else y
 
 
-def reference_step(gm: Any, microbatches: Sequence[tuple[Any, ...]], targets: Sequence[Any]) -> tuple[list[float], dict[str, Any]]:
+def reference_step(
+    gm: Any, microbatches: Sequence[tuple[Any, ...]], targets: Sequence[Any]
+) -> tuple[list[float], dict[str, Any]]:
     """Per-micro-batch losses and the mean-loss gradients of the unpartitioned module."""
     import torch
 
@@ -259,7 +261,7 @@ def reference_step(gm: Any, microbatches: Sequence[tuple[Any, ...]], targets: Se
         losses.append(float(loss.detach()))
         total = loss if total is None else total + loss
     assert total is not None
-    (total / len(microbatches)).backward()
+    (total / len(microbatches)).backward()  # type: ignore[no-untyped-call]
     alias = _canonical_names(gm)
     grads = {alias[n]: p.grad.detach().clone() for n, p in gm.named_parameters() if p.grad is not None}
     return losses, grads
@@ -321,16 +323,16 @@ def run_training_step(
         args = tuple(microbatches[0])
         for k in range(world):
             result = _carry_module(program, k, carry)(*args)
-            examples.append((tuple(_example(a, k > 0) for a in args),
-                             _example(result, True) if k == world - 1 else tuple(_example(r, True) for r in result)))
+            outs = _example(result, True) if k == world - 1 else tuple(_example(r, True) for r in result)
+            examples.append((tuple(_example(a, k > 0) for a in args), outs))
             args = result if isinstance(result, tuple) else (result,)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         ctx = start_processes(  # type: ignore[no-untyped-call]
             _worker,
-            args=(world, port, program, carry, alias, examples, batch, full_target, n, schedule, tmp, timeout_s,
-                  time_repeats),
+            args=(world, port, program, carry, alias, examples, batch, full_target, n, schedule, tmp,
+                  timeout_s, time_repeats),
             nprocs=world,
             join=False,
             start_method=method,
