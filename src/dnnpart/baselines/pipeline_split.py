@@ -71,9 +71,15 @@ def pipeline_assignment(problem: Problem) -> np.ndarray:
     t[~np.isfinite(t)] = 0.0
     fo = np.asarray(g.forward_of) if g.forward_of is not None else np.full(n, -1)
     back = np.asarray(g.is_backward, dtype=bool)
-    # operators only: parameters and inputs (no producers) follow their first consumer
-    has_pred = np.diff(np.asarray(g.pred_ptr)) > 0
-    fwd = np.flatnonzero(~back & (fo < 0) & has_pred)
+    # operators on the data path only: parameters, inputs and what reads parameters alone
+    # (weight transposes) follow their first consumer
+    n_pred = np.diff(np.asarray(g.pred_ptr))
+    pbytes = np.asarray(g.param_bytes) if g.param_bytes is not None else np.zeros(n)
+    on_path = (n_pred == 0) & (pbytes == 0)
+    for v in range(n):  # ids are topological
+        if n_pred[v] and not back[v]:
+            on_path[v] = any(on_path[u] for u in g.predecessors(v))
+    fwd = np.flatnonzero(~back & (fo < 0) & (n_pred > 0) & on_path)
     weight = t.copy()
     for v in np.flatnonzero(fo >= 0):
         weight[fo[v]] += t[v]
