@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the report's figures need matplotlib (pip install 'dnnpart[viz]')")
 
-from dnnpart.plan import Plan  # noqa: E402
-from dnnpart.testing import chain_problem  # noqa: E402
-from dnnpart.viz.report import ReportInput, build_report  # noqa: E402
+from dnnpart.plan import Plan
+from dnnpart.testing import chain_problem
+from dnnpart.viz.report import ReportInput, build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -57,3 +57,17 @@ def test_chromium_renders_the_report(tmp_path: Path) -> None:
                    capture_output=True, timeout=60, check=True)
     pixels = imread(shot)
     assert pixels.shape[0] > 100 and float(np.std(pixels[..., :3])) > 0.05  # not blank
+
+
+def test_plan_report_flag_and_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch", reason="a model spec needs torch")
+    from dnnpart import __version__
+    from dnnpart.cli.main import main
+
+    assert main(["--version"]) == 0 and __version__ in capsys.readouterr().out
+    page = tmp_path / "r.html"
+    assert main(["plan", "module:dnnpart.frontends.models:shared_relu_resnet", "--input-shape", "1,3,16,16",
+                 "--training", "--cluster", "2xA100", "--schedule", "gpipe", "--microbatches", "3",
+                 "--report", str(page), "-o", str(tmp_path / "p.json")]) == 0
+    text = page.read_text()
+    assert "gpipe, 3 micro-batches" in text and "layers." in text  # module paths, the schedule asked

@@ -71,18 +71,12 @@ def pipeline_assignment(problem: Problem) -> np.ndarray:
     t[~np.isfinite(t)] = 0.0
     fo = np.asarray(g.forward_of) if g.forward_of is not None else np.full(n, -1)
     back = np.asarray(g.is_backward, dtype=bool)
-    # operators on the data path only: parameters, inputs and what reads parameters alone
-    # (weight transposes) follow their first consumer
+    # operators only: parameters and graph inputs (no producers) follow their first consumer
     n_pred = np.diff(np.asarray(g.pred_ptr))
-    pbytes = np.asarray(g.param_bytes) if g.param_bytes is not None else np.zeros(n)
-    on_path = (n_pred == 0) & (pbytes == 0)
-    for v in range(n):  # ids are topological
-        if n_pred[v] and not back[v]:
-            on_path[v] = any(on_path[u] for u in g.predecessors(v))
-    fwd = np.flatnonzero(~back & (fo < 0) & (n_pred > 0) & on_path)
+    fwd = np.flatnonzero(~back & (fo < 0) & (n_pred > 0))
     weight = t.copy()
-    for v in np.flatnonzero(fo >= 0):
-        weight[fo[v]] += t[v]
+    has_fw = fo >= 0
+    np.add.at(weight, fo[has_fw], t[has_fw])
     ends = range_split(weight[fwd], len(accs))
     stage = np.full(n, -1, dtype=np.int64)
     start = 0
@@ -91,7 +85,7 @@ def pipeline_assignment(problem: Problem) -> np.ndarray:
         start = end
     has = fo >= 0
     stage[has] = stage[fo[has]]
-    order = np.arange(n)
+    order = list(range(n))
     for v in order:  # producers first (ids are topological)
         if stage[v] < 0:
             preds = [int(stage[u]) for u in g.predecessors(int(v)) if stage[u] >= 0]

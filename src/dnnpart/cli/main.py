@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (exit code 4)")
+    from dnnpart import __version__
+
+    parser.add_argument("--version", action="version", version=f"dnnpart {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("info", help="describe a graph: size, structure, ideals, width, CCR")

@@ -145,6 +145,7 @@ def add_parsers(subparsers: Any) -> None:
         "--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)"
     )
     p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
+    p.add_argument("--report", metavar="FILE.html", help="also write `dnnpart report`'s HTML page here")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o`")
@@ -416,6 +417,15 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
+    if result.plan is not None and args.report:
+        from dnnpart.viz.report import ReportInput, build_report
+
+        meta = {"method": result.method, "status": result.status.value, "bound": result.bound,
+                "search_space": result.search_space, "model": args.model}
+        Path(args.report).write_text(build_report(ReportInput(
+            problem=problem, plan=result.plan, imported=imported, meta=meta,
+            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4)), encoding="utf-8")
+        out.note(f"report written to {args.report}")
     from dnnpart.cli.commands import report_stop
 
     stopped = report_stop(out, result, args.out)

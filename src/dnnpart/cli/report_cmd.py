@@ -30,7 +30,8 @@ def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.viz.report import ReportInput, build_report
 
     data = f.require_mapping(f.read_json(args.plan), str(args.plan))
-    block = data.get("model") if isinstance(data.get("model"), dict) else {}
+    raw = data.get("model")
+    block: dict[str, Any] = raw if isinstance(raw, dict) else {}
     micro = args.microbatches or int(block.get("microbatches") or 4)
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")

@@ -121,8 +121,9 @@ def build_report(rep: ReportInput) -> str:
             weights = np.zeros(len(problem.cluster.devices))
             if problem.graph.param_bytes is not None:
                 np.add.at(weights, plan.assignment, problem.graph.param_bytes)
-            stages = [Stage(devices=(d,), forward=float(ev.forward_load[d]), backward=float(ev.backward_load[d]),
-                            weight_bytes=float(weights[d]), name=names[d]) for d in used]
+            stages = [Stage(devices=(d,), forward=float(ev.forward_load[d]),
+                            backward=float(ev.backward_load[d]), weight_bytes=float(weights[d]),
+                            name=names[d]) for d in used]
             edges = None
         sim = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=rep.microbatches,
                                 schedule=rep.schedule, training=training)
