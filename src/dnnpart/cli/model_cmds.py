@@ -440,6 +440,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     else:
         _print_summary(summary, out)
         out.print(out.result_line(result))
+        from dnnpart.evaluate.diagnose import binding_constraint, host_offload
+
+        why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
+        if why:
+            out.note(why if result.plan is not None else f"why: {why}")
         if result.plan is not None:
             ev = evaluate(problem, result.plan)
             out.print(
