@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dnnpart.cli import model_cmds, reproduce_cmd, sim_cmds
+from dnnpart.cli import model_cmds, report_cmd, reproduce_cmd, sim_cmds
 from dnnpart.errors import (
     DnnpartError,
     InfeasibleError,
@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (exit code 4)")
+    from dnnpart import __version__
+
+    parser.add_argument("--version", action="version", version=f"dnnpart {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("info", help="describe a graph: size, structure, ideals, width, CCR")
@@ -121,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce_cmd.add_parser(sub)
     model_cmds.add_parsers(sub)
     sim_cmds.add_parsers(sub, _add_problem_args)
+    report_cmd.add_parser(sub)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                              help="no progress output on stderr")
@@ -143,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dnnpart.cli import commands
 
         name = f"cmd_{args.command}"
-        modules = (commands, reproduce_cmd, model_cmds, sim_cmds)
+        modules = (commands, reproduce_cmd, model_cmds, sim_cmds, report_cmd)
         handler = next(getattr(m, name) for m in modules if hasattr(m, name))
         code: int = handler(args, out)
         return code

@@ -134,18 +134,28 @@ def add_parsers(subparsers: Any) -> None:
     _add_model_args(p)
     p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream")
-    p.add_argument("--method", "-m", default="dp", help="method name (default: dp; see `dnnpart methods`)")
+    p.add_argument(
+        "--method", "-m",
+        help="method name (default: dp; with --schedule: pipeline, the split a schedule runs; "
+        "see `dnnpart methods`)",
+    )
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
+    p.add_argument(
+        "--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)"
+    )
+    p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
+    p.add_argument("--report", metavar="FILE.html", help="also write `dnnpart report`'s HTML page here")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
     p.add_argument(
         "--format",
-        choices=("torch", "placement", "pipelining", "placement-text"),
+        choices=("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining; placement-text: "
+        "pipelining: split points for torch.distributed.pipelining; deepspeed: PipelineModule parts; "
+        "megatron: --pipeline-model-parallel-layout (layer-granular plans); placement-text: "
         "`name device` lines for every node (PARDNN's output)",
     )
     p.add_argument("--graph", metavar="GRAPH",
@@ -166,7 +176,13 @@ def add_parsers(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a plan across local processes (torch.distributed, gloo)")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` for a torch model")
     p.add_argument("--nproc", type=int, help="processes (default: one per device the plan uses)")
-    p.add_argument("--microbatches", type=int, default=4, help="micro-batches to stream (default 4)")
+    p.add_argument(
+        "--microbatches", type=int, help="micro-batches (default: the plan's, else 4)"
+    )
+    p.add_argument(
+        "--schedule", choices=("gpipe", "1f1b"),
+        help="training plans: torch.distributed.pipelining schedule (default: the plan's, else 1f1b)",
+    )
     _add_trust_args(p)
     p.add_argument("--json", action="store_true")
 
@@ -343,6 +359,8 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "config": getattr(args, "config", None),
         "cluster": args.cluster,
         "specs": getattr(args, "specs", None),
+        "schedule": getattr(args, "schedule", None),
+        "microbatches": getattr(args, "microbatches", None),
     }
 
 
@@ -381,6 +399,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import get_method, solve
 
+    if args.method is None:
+        args.method = "pipeline" if args.schedule else "dp"
+        if args.schedule:
+            out.note("method: pipeline (--schedule given: one range of operators per device, "
+                     "backward with its forward, what the schedule runs)")
     get_method(args.method)  # fail fast on an unknown method
     if args.out is not None:
         from dnnpart.limits import check_output_path
@@ -400,6 +423,15 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
+    if result.plan is not None and args.report:
+        from dnnpart.viz.report import ReportInput, build_report
+
+        meta = {"method": result.method, "status": result.status.value, "bound": result.bound,
+                "search_space": result.search_space, "model": args.model}
+        Path(args.report).write_text(build_report(ReportInput(
+            problem=problem, plan=result.plan, imported=imported, meta=meta,
+            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4)), encoding="utf-8")
+        out.note(f"report written to {args.report}")
     from dnnpart.cli.commands import report_stop
 
     stopped = report_stop(out, result, args.out)
@@ -414,6 +446,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     else:
         _print_summary(summary, out)
         out.print(out.result_line(result))
+        from dnnpart.evaluate.diagnose import binding_constraint, host_offload
+
+        why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
+        if why:
+            out.note(why if result.plan is not None else f"why: {why}")
         if result.plan is not None:
             ev = evaluate(problem, result.plan)
             out.print(
@@ -492,6 +529,12 @@ def load_planned_model(
         # running needs weights: one seeded init, the same in every process
         source = resolve_model(spec, materialize=True, **options)
         gm, _ = capture(source)
+    if gm is not None and training and planned.frontend == "export":
+        from dnnpart.export.placement import align_forward
+
+        fwd = [(op.name, op.source_type) for op in imported.ir.ops if op.name in device_of]
+        renamed = align_forward(gm, fwd)
+        device_of = {renamed[k]: d for k, d in device_of.items() if k in renamed}
     if gm is not None:
         device_of = complete_placement(gm, device_of)
     return source, imported, problem, plan, gm, device_of
@@ -535,6 +578,15 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     info: dict[str, Any] = {"format": args.format, "out": str(target)}
     if args.format == "placement":
         write_json_atomic(placement_dict(problem, imported, plan), target)
+    elif args.format in ("deepspeed", "megatron"):
+        from dnnpart.export.layers import deepspeed_dict, megatron_dict
+
+        layer_export = deepspeed_dict if args.format == "deepspeed" else megatron_dict
+        data = layer_export(imported.ir, device_of, names)
+        write_json_atomic(data, target)
+        info["parts" if args.format == "deepspeed" else "layout"] = data.get(
+            "parts", data.get("pipeline_model_parallel_layout")
+        )
     elif args.format == "pipelining":
         data = pipelining_dict(imported.ir, device_of, names)
         write_json_atomic(data, target)
@@ -639,13 +691,21 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
     from dnnpart.io import fields as f
 
-    method = _op_level_method(f.read_json(args.plan))
+    data = f.read_json(args.plan)
+    method = _op_level_method(data)
     if method is not None:
         raise FormatError(
             f"{args.plan}: method {method} made an op-level placement for the makespan objective "
             "(paper 2); `dnnpart run` executes pipeline-stage plans of a torch model only -- "
             "score it with `dnnpart evaluate --objective makespan` or `dnnpart simulate`"
         )
+    block = f.require_mapping(data, str(args.plan)).get("model")
+    if isinstance(block, dict) and block.get("training"):
+        from dnnpart.cli.train_cmd import run_training
+
+        return run_training(args, out, block)
+    if args.microbatches is None:
+        args.microbatches = 4
     source, _, problem, _, gm, device_of = load_planned_model(
         args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:

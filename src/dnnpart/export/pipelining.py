@@ -35,7 +35,7 @@ def split_points(ir: ModelIR, device_of: dict[str, int]) -> list[dict[str, Any]]
     """
     stages: list[dict[str, Any]] = []
     seen: set[int] = set()
-    for op in ir.ops:
+    for i, op in enumerate(ir.ops):
         dev = device_of[op.name]
         if stages and stages[-1]["device"] == dev:
             stages[-1]["n_operators"] += 1
@@ -49,11 +49,24 @@ def split_points(ir: ModelIR, device_of: dict[str, int]) -> list[dict[str, Any]]
         seen.add(dev)
         split = None
         if stages:
-            split = op.module_path.replace("/", ".") or None
+            split = _split_module(ir, i)
             if split is None:
+                path = op.module_path.replace("/", ".")
+                if not path:
+                    raise FormatError(
+                        f"stage on device {dev} starts at {op.name!r}, which belongs to no "
+                        "submodule; torch.distributed.pipelining cannot split there"
+                    )
+                calls = _calls(ir, path)
+                why = (
+                    f"which the model calls {calls} times (a split point cuts before every call)"
+                    if calls > 1
+                    else "mid-way through that module (a split point cuts before a whole module call)"
+                )
                 raise FormatError(
-                    f"stage on device {dev} starts at {op.name!r}, which belongs to no "
-                    "submodule; torch.distributed.pipelining cannot split there"
+                    f"stage on device {dev} starts at {op.name!r} inside module {path!r}, {why}; "
+                    "torch.distributed.pipelining cannot cut there -- export --format torch or "
+                    "`dnnpart run` run this plan"
                 )
         stages.append({"device": dev, "first_operator": op.name, "split_before": split, "n_operators": 1})
     return stages
@@ -73,3 +86,39 @@ def pipelining_dict(ir: ModelIR, device_of: dict[str, int], device_names: list[s
         "usage": "torch.distributed.pipelining.pipeline(model, mb_args=(x,), split_spec="
         "{path: SplitPoint.BEGINNING for path in split_spec})",
     }
+
+
+def _inside(op_path: str, module: str) -> bool:
+    path = op_path.replace("/", ".")
+    return path == module or path.startswith(module + ".")
+
+
+def _runs(ir: ModelIR, module: str) -> list[int]:
+    """Index of the first operator of each call of ``module`` (maximal runs of its operators)."""
+    starts = []
+    prev = False
+    for i, op in enumerate(ir.ops):
+        now = _inside(op.module_path, module)
+        if now and not prev:
+            starts.append(i)
+        prev = now
+    return starts
+
+
+def _calls(ir: ModelIR, module: str) -> int:
+    return len(_runs(ir, module))
+
+
+def _split_module(ir: ModelIR, i: int) -> str | None:
+    """The deepest module whose only call starts at operator ``i`` (``None``: there is none).
+
+    A ``SplitPoint.BEGINNING`` on a module called twice (torchvision's shared ``self.relu``)
+    cuts before *each* call, so such a module is no split point; an enclosing module that
+    starts at the same operator and is called once is.
+    """
+    parts = ir.ops[i].module_path.replace("/", ".").split(".") if ir.ops[i].module_path else []
+    for depth in range(len(parts), 0, -1):
+        module = ".".join(parts[:depth])
+        if _runs(ir, module) == [i]:
+            return module
+    return None

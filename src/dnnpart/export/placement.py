@@ -78,3 +78,35 @@ def placement_lines(problem: Problem, plan: Plan) -> list[str]:
             name = str(int(graph.original_ids[v]))
         lines.append(f"{name} {names[int(plan.assignment[v])]}")
     return lines
+
+
+def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
+    """Map forward operator names of a training graph onto the nodes of the graph module run.
+
+    The training graph is a ``make_fx`` replay of the exported module, so its node names are
+    its own (``addmm_1`` there need not be ``addmm_1`` in the module) and a few nodes differ
+    (casts and assertions dropped, dropout replaced). ``ops`` is ``(name, aten op)`` in model
+    order; the two aten-op sequences are aligned (longest matching blocks, ``difflib``) and
+    matched nodes paired. Unmatched module nodes are left to
+    :func:`dnnpart.cli.model_cmds.complete_placement`.
+
+    Examples
+    --------
+    >>> align_forward(None, [])
+    {}
+    """
+    import difflib
+
+    from dnnpart.cost.ops import aten_op_name
+
+    if gm is None:
+        return {}
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    a = [t for _, t in ops]
+    b = [aten_op_name(n.target) for n in nodes]
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    pairs: dict[str, str] = {}
+    for block in matcher.get_matching_blocks():
+        for i in range(block.size):
+            pairs[ops[block.a + i][0]] = nodes[block.b + i].name
+    return pairs

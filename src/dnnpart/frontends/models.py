@@ -19,6 +19,56 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+# -- torchvision-style ResNet with one ReLU module called several times ------------------
+
+
+class SharedReluBlock(nn.Module):
+    """torchvision's ``BasicBlock`` shape: one ``self.relu`` called twice per block."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        result: Tensor = self.relu(out + x)
+        return result
+
+
+class SharedReluResNet(nn.Module):
+    """A small ResNet whose stem and blocks reuse their ``relu`` module (torchvision style).
+
+    The module called twice is what breaks module-path split points: its second call has
+    the same module path as its first.
+    """
+
+    def __init__(self, channels: int = 8, blocks: int = 4, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.layers = nn.Sequential(*(SharedReluBlock(channels) for _ in range(blocks)))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(channels, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layers(x)
+        result: Tensor = self.fc(torch.flatten(self.pool(x), 1))
+        return result
+
+
+def shared_relu_resnet() -> SharedReluResNet:
+    """``module:dnnpart.frontends.models:shared_relu_resnet`` (seeded, for runs and tests)."""
+    torch.manual_seed(0)
+    return SharedReluResNet()
+
+
 # -- ResNet-50 ----------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from dnnpart.baselines import (  # noqa: F401
     local_search,
     makespan_baselines,
     pipedream,
+    pipeline_split,
     single_device,
 )
 from dnnpart.solvers import (
