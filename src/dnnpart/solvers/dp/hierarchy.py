@@ -437,6 +437,7 @@ def run_hierarchy_dp(
              np.ascontiguousarray(cpu_time, np.float64),
              np.ascontiguousarray(graph.memory_bytes, np.float64), float(acc_cap),
              float(cpu_cap), graph.succ_ptr.astype(np.int64), graph.succ_idx.astype(np.int64),
+             graph.pred_ptr.astype(np.int64), graph.pred_idx.astype(np.int64),
              graph.edge_cost.astype(np.float64), node_cost.astype(np.float64),
              uniform.astype(np.bool_), float(model.intra), float(model.inter), overlap, chain)
     priced = 0

@@ -46,7 +46,7 @@ def subset_matrix(words):  # type: ignore[no-untyped-def]
 def hierarchy_row(  # type: ignore[no-untyped-def]
     j, only_lo, n_groups, n_cpu, a, limit, table, kind, arg, arg_h, arg_c,
     sub, member, comp, bad, acc_time, cpu_time, memory, acc_cap, cpu_cap,
-    succ_ptr, succ_idx, edge_cost, node_cost, uniform, intra, inter, overlap, chain,
+    succ_ptr, succ_idx, pred_ptr, pred_idx, edge_cost, node_cost, uniform, intra, inter, overlap, chain,
 ):
     """Fill row ``j`` of ``table`` (and its choices); return ``(slices priced, chain length)``.
 
@@ -63,6 +63,10 @@ def hierarchy_row(  # type: ignore[no-untyped-def]
     best = np.empty((j + 1, a + 1), np.float64)
     back = np.empty((j + 1, a + 1), np.int64)
     mem_j = member[j]
+    nodes = np.empty(n, np.int64)
+    feeders = np.empty(n, np.int64)
+    seen = np.zeros(n, np.int64)
+    stamp = 0
     for i in range(j):
         if not sub[i, j] or (only_lo >= 0 and i != only_lo):
             continue
@@ -74,7 +78,18 @@ def hierarchy_row(  # type: ignore[no-untyped-def]
                     group_open = True
         if only_lo >= 0:
             group_open = True
-        if group_open and bad[j] == bad[i] and comp[j] - comp[i] <= a * limit:
+        # a segment helps only if it beats cur[h, c] for some h, c that prev[h - 1, c] could
+        # improve: its value must stay below the largest such cur[h, c] (seg_limit)
+        seg_limit = -1.0
+        for h in range(1, n_groups + 1):
+            for c in range(n_cpu + 1):
+                if prev[h - 1, c] < cur[h, c] and cur[h, c] > seg_limit:
+                    seg_limit = cur[h, c]
+        if only_lo >= 0:
+            seg_limit = inf
+        seg_cap = min(limit, seg_limit * (1 + 1e-9) + 1e-9)
+        if (group_open and seg_limit > 0.0 and bad[j] == bad[i]
+                and comp[j] - comp[i] <= a * seg_cap):
             # segment DP over the ideals between i and j, in lattice order
             mem_i = member[i]
             n_in = 0
@@ -91,7 +106,7 @@ def hierarchy_row(  # type: ignore[no-untyped-def]
                 mem_k2 = member[k2]
                 for p1 in range(p2):
                     k = ins[p1]
-                    if not sub[k, k2] or bad[k2] != bad[k] or comp[k2] - comp[k] > limit:
+                    if not sub[k, k2] or bad[k2] != bad[k] or comp[k2] - comp[k] > seg_cap:
                         continue
                     has = False
                     for m in range(a):
@@ -102,67 +117,69 @@ def hierarchy_row(  # type: ignore[no-untyped-def]
                     # price slice k2 \ k on an accelerator of the group holding j \ i
                     priced += 1
                     mem_k = member[k]
-                    total_mem = 0.0
-                    compute = 0.0
+                    n_s = 0
                     for v in range(n):
                         if mem_k2[v] and not mem_k[v]:
-                            total_mem += memory[v]
-                            compute += acc_time[v]
+                            nodes[n_s] = v
+                            n_s += 1
+                    total_mem = 0.0
+                    compute = 0.0
+                    for t in range(n_s):
+                        total_mem += memory[nodes[t]]
+                    for t in range(n_s):
+                        compute += acc_time[nodes[t]]
                     if not total_mem <= acc_cap or not np.isfinite(compute):
                         continue
                     comm_out = 0.0
                     comm_in = 0.0
-                    for u in range(n):
-                        in_s = mem_k2[u] and not mem_k[u]
-                        u_out = not (mem_j[u] and not mem_i[u])
-                        if in_s:
-                            if uniform[u]:
-                                ext = False
-                                ext_out = False
-                                for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                                    v = succ_idx[e]
-                                    if not (mem_k2[v] and not mem_k[v]):
-                                        ext = True
-                                        if not (mem_j[v] and not mem_i[v]):
-                                            ext_out = True
-                                if ext:
-                                    comm_out += node_cost[u] * (inter if ext_out else intra)
-                            else:
-                                for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                                    v = succ_idx[e]
-                                    if not (mem_k2[v] and not mem_k[v]):
-                                        out_v = not (mem_j[v] and not mem_i[v])
-                                        comm_out += edge_cost[e] * (inter if out_v else intra)
-                    for p in range(n):
-                        if mem_k2[p] and not mem_k[p]:
-                            continue
+                    n_f = 0
+                    stamp += 1
+                    for t in range(n_s):
+                        u = nodes[t]
+                        for e in range(pred_ptr[u], pred_ptr[u + 1]):
+                            q = pred_idx[e]
+                            if not (mem_k2[q] and not mem_k[q]) and seen[q] != stamp:
+                                seen[q] = stamp
+                                feeders[n_f] = q
+                                n_f += 1
+                        if uniform[u]:
+                            ext = False
+                            ext_out = False
+                            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                                v = succ_idx[e]
+                                if not (mem_k2[v] and not mem_k[v]):
+                                    ext = True
+                                    if not (mem_j[v] and not mem_i[v]):
+                                        ext_out = True
+                            if ext:
+                                comm_out += node_cost[u] * (inter if ext_out else intra)
+                        else:
+                            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                                v = succ_idx[e]
+                                if not (mem_k2[v] and not mem_k[v]):
+                                    out_v = not (mem_j[v] and not mem_i[v])
+                                    comm_out += edge_cost[e] * (inter if out_v else intra)
+                    # feeders in ascending order: the plain twin's summation order
+                    feeders[:n_f].sort()
+                    for t in range(n_f):
+                        p = feeders[t]
                         rate = inter if not (mem_j[p] and not mem_i[p]) else intra
                         if uniform[p]:
-                            feeds = False
-                            for e in range(succ_ptr[p], succ_ptr[p + 1]):
-                                v = succ_idx[e]
-                                if mem_k2[v] and not mem_k[v]:
-                                    feeds = True
-                                    break
-                            if feeds:
-                                comm_in += node_cost[p] * rate
+                            comm_in += node_cost[p] * rate
                         else:
                             fed = 0.0
-                            feeds = False
                             for e in range(succ_ptr[p], succ_ptr[p + 1]):
                                 v = succ_idx[e]
                                 if mem_k2[v] and not mem_k[v]:
                                     fed += edge_cost[e]
-                                    feeds = True
-                            if feeds:
-                                comm_in += rate * fed
+                            comm_in += rate * fed
                     if overlap == 0:
                         load = compute + comm_in + comm_out
                     elif overlap == 1:
                         load = max(compute, comm_in + comm_out)
                     else:
                         load = max(compute, max(comm_in, comm_out))
-                    if load > limit:
+                    if load > limit or load >= seg_limit:
                         continue
                     for m in range(1, a + 1):
                         value = max(best[p1, m - 1], load)
