@@ -32,3 +32,42 @@ class LazyKernel(Generic[F]):
 def kernel(py_func: F) -> LazyKernel[F]:
     """Decorate a numba-compatible function; ``.py_func`` is the plain-Python twin."""
     return LazyKernel(py_func)
+
+
+class ModuleKernels:
+    """Lazy ``numba.njit`` for a module whose kernels call each other.
+
+    Numba resolves a kernel's calls to other kernels through the module's globals at compile
+    time, so those must be dispatchers then. Decorating with an instance of this class keeps
+    ``import numba`` off the import path: the first call of any kernel compiles (or loads from
+    the cache) all of them and rebinds the module's names to the dispatchers.
+    """
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self._namespace = namespace
+        self._kernels: list[LazyKernel[Any]] = []
+
+    def __call__(self, py_func: F) -> LazyKernel[F]:
+        lazy: LazyKernel[F] = _Linked(py_func, self)
+        self._kernels.append(lazy)
+        return lazy
+
+    def compile_all(self) -> None:
+        import numba
+
+        for lazy in self._kernels:
+            if lazy._compiled is None:
+                lazy._compiled = numba.njit(cache=True, nogil=True)(lazy.py_func)
+            self._namespace[lazy.__name__] = lazy._compiled
+
+
+class _Linked(LazyKernel[F]):
+    def __init__(self, py_func: F, owner: ModuleKernels) -> None:
+        super().__init__(py_func)
+        self._owner = owner
+
+    def __call__(self, *args: Any) -> Any:
+        if self._compiled is None:
+            self._owner.compile_all()
+        assert self._compiled is not None
+        return self._compiled(*args)
