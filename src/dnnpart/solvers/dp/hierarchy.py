@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -396,12 +398,11 @@ def run_hierarchy_dp(
     """
     from dnnpart.solvers.dp import hierarchy_kernels as hk
 
-    row_fn = hk.hierarchy_row if jit else hk.hierarchy_row.py_func
-    sub_fn = hk.subset_matrix if jit else hk.subset_matrix.py_func
+    row_fn: Callable[..., Any] = hk.hierarchy_row if jit else hk.hierarchy_row.py_func
+    sub_fn: Callable[..., Any] = hk.subset_matrix if jit else hk.subset_matrix.py_func
     graph = problem.graph
     n_ideals = lattice.n_ideals
     member = ideal_members(stage, lattice)
-    n = member.shape[1]
     packed = np.packbits(member, axis=1)
     pad = (-packed.shape[1]) % 8
     words = np.ascontiguousarray(np.pad(packed, ((0, 0), (0, pad)))).view(np.uint64)
@@ -475,7 +476,6 @@ def run_hierarchy_dp(
             h -= 1
         j = i
     assert np.all(assignment >= 0), "hierarchy DP left nodes unplaced"
-    del n
     return HierarchyOutcome(value, assignment, True, priced)
 
 
