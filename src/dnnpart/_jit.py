@@ -13,15 +13,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class LazyKernel(Generic[F]):
-    """A function compiled with ``numba.njit(cache=True)`` the first time it is called."""
+    """A function compiled with ``numba.njit(cache=True)`` the first time it is called.
 
-    def __init__(self, py_func: F) -> None:
+    With ``plain_below = N > 0``, calls whose array arguments hold fewer than ``N`` elements in
+    all run the plain-Python twin instead, as long as the kernel is not compiled yet: the first
+    numba call in a process costs ~0.3 s (``import numba``) plus ~0.3 s (its CPU target and
+    the cached machine code), far more than a linear-time kernel on a few thousand nodes.
+    """
+
+    def __init__(self, py_func: F, plain_below: int = 0) -> None:
         self.py_func = py_func
+        self.plain_below = plain_below
         self._compiled: Callable[..., Any] | None = None
         self.__name__ = py_func.__name__
         self.__doc__ = py_func.__doc__
 
     def __call__(self, *args: Any) -> Any:
+        if self._compiled is None and self.plain_below > 0 and _elements(args) < self.plain_below:
+            return self.py_func(*args)
         if self._compiled is None:
             import numba
 
@@ -29,9 +38,23 @@ class LazyKernel(Generic[F]):
         return self._compiled(*args)
 
 
+def _elements(args: tuple[Any, ...]) -> int:
+    return sum(int(getattr(a, "size", 0)) for a in args)
+
+
 def kernel(py_func: F) -> LazyKernel[F]:
     """Decorate a numba-compatible function; ``.py_func`` is the plain-Python twin."""
     return LazyKernel(py_func)
+
+
+#: Array elements below which a linear-time kernel runs as plain Python before numba loads.
+SMALL_LINEAR = 20_000
+
+
+def linear_kernel(py_func: F) -> LazyKernel[F]:
+    """:func:`kernel` for a linear-time kernel: plain Python on inputs below ``SMALL_LINEAR``
+    array elements until numba is needed anyway (see :class:`LazyKernel`)."""
+    return LazyKernel(py_func, plain_below=SMALL_LINEAR)
 
 
 class ModuleKernels:

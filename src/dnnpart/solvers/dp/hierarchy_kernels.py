@@ -108,9 +108,14 @@ def hierarchy_row(  # type: ignore[no-untyped-def]
                     k = ins[p1]
                     if not sub[k, k2] or bad[k2] != bad[k] or comp[k2] - comp[k] > seg_cap:
                         continue
+                    # the work left after k2 must fit on the accelerators left (each below
+                    # seg_cap), and the state at k must be able to improve the row
+                    rest = comp[j] - comp[k2]
                     has = False
                     for m in range(a):
-                        if best[p1, m] < inf:
+                        left = a - 1 - m
+                        if best[p1, m] < seg_limit and (rest <= 0.0 or (
+                                left > 0 and rest <= left * seg_cap)):
                             has = True
                     if not has:
                         continue
