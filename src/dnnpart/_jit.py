@@ -94,3 +94,8 @@ class _Linked(LazyKernel[F]):
             self._owner.compile_all()
         assert self._compiled is not None
         return self._compiled(*args)
+
+
+def not_compiled(func: Any) -> bool:
+    """Whether ``func`` is a :class:`LazyKernel` not compiled yet (plain functions: False)."""
+    return isinstance(func, LazyKernel) and func._compiled is None

@@ -285,3 +285,26 @@ def test_numba_kernel_and_its_twin_equal_the_plain_dp(problem: Problem, upper: f
             assert out.assignment is not None
             assert out.assignment.tolist() == plain.assignment.tolist()
     assert priced[0] == priced[1]
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 9), st.floats(0.0, 0.6))
+@settings(max_examples=40, deadline=None)
+def test_small_enumeration_equals_the_kernel(seed: int, n: int, p: float) -> None:
+    """The plain-Python ideal walk used before numba loads gives the kernel's exact lattice."""
+    from dnnpart.solvers.dp.ideals import _ZOBRIST_SEED, enumerate_small
+    from dnnpart.solvers.dp.kernels import enumerate_lattice
+
+    rng = np.random.default_rng(seed)
+    stage = build_stage_graph(random_problem(rng, n_nodes=n, edge_prob=p).graph,
+                              merge_trivial=False)
+    m = stage.n_stage_nodes
+    zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
+        0, np.iinfo(np.uint64).max, size=m, dtype=np.uint64, endpoint=True)
+    args = (m, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx)
+    want = enumerate_lattice(*args, zobrist, 10_000, 100_000)
+    got = enumerate_small(*args, 10_000, 100_000)
+    assert got is not None
+    assert got[0] == want[0]
+    for a, b in zip(got[1:], want[1:], strict=True):
+        assert a.tolist() == b.tolist()
+    assert enumerate_small(*args, max(1, int(want[0]) - 1), 100_000) is None
