@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/hf_resnet_dp.py [--graph PATH] [--time-limit S]``.
 Captures ``hf:resnet-50`` (inference, the model's own input shape) with ``dnnpart import``
 into ``bench-results/hf_resnet50.npz`` unless that file exists, then runs
-``dnnpart solve GRAPH --method dp --json`` as a whole process and reports its wall time,
+``dnnpart solve GRAPH --method dp --json --cluster 4xA100+1cpu`` as a whole process and reports its wall time,
 peak RSS, ideals, slices priced and objective. Writes ``bench-results/hf_resnet_dp.md``.
 Needs the ``hf`` extra (transformers) and torch.
 """
@@ -26,6 +26,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", type=Path, default=OUT / "hf_resnet50.npz")
     parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--cluster", default="4xA100+1cpu", help="cluster spec (default %(default)s)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     cli = [sys.executable, "-m", "dnnpart"]
@@ -35,7 +36,7 @@ def main() -> int:
         print(f"captured {args.graph} in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [*cli, "solve", str(args.graph), "--method", "dp", "--json",
+        [*cli, "solve", str(args.graph), "--method", "dp", "--json", "--cluster", args.cluster,
          "--time-limit", str(args.time_limit)],
         capture_output=True, text=True, check=False,
     )
@@ -48,7 +49,7 @@ def main() -> int:
     row = (f"| {args.graph.name} | {r.get('n_stage_nodes')} | {r.get('n_ideals'):,} "
            f"| {r.get('n_cover_pairs'):,} | {r['status']} | {r['objective']:.6g} "
            f"| {r.get('slices_priced'):,} | {wall:.1f} | {rss_mb:.0f} |")
-    table = ("# Exact DP on a captured HF ResNet-50 (whole process)\n\n"
+    table = (f"# Exact DP on a captured HF ResNet-50 (whole process, {args.cluster})\n\n"
              "| graph | stage nodes | ideals | cover pairs | status | objective | slices priced "
              "| wall s | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|\n" + row + "\n")
     (OUT / "hf_resnet_dp.md").write_text(table)
