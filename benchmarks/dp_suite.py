@@ -50,6 +50,19 @@ def run_one(path: str) -> dict[str, object]:
     from dnnpart.testing import chain_problem
 
     import_s = time.perf_counter() - t0
+    # the warm-up must load the compiled kernels: no plain-Python paths for small inputs
+    import dnnpart.graph.kernels as graph_kernels
+    import dnnpart.solvers.dp as dp_solver
+    import dnnpart.solvers.dp.ideals as ideals
+    import dnnpart.solvers.dp.kernels as dp_kernels
+    from dnnpart._jit import LazyKernel
+
+    dp_solver.SMALL_COVER_PAIRS = 0
+    ideals.SMALL_IDEALS = 0
+    for module in (graph_kernels, dp_kernels):
+        for obj in vars(module).values():
+            if isinstance(obj, LazyKernel):
+                obj.plain_below = 0
     t0 = time.perf_counter()
     warm = chain_problem([1.0, 2.0, 3.0], n_accelerators=2, n_cpus=1)
     solve(warm, "dp")

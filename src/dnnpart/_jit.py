@@ -13,15 +13,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class LazyKernel(Generic[F]):
-    """A function compiled with ``numba.njit(cache=True)`` the first time it is called."""
+    """A function compiled with ``numba.njit(cache=True)`` the first time it is called.
 
-    def __init__(self, py_func: F) -> None:
+    With ``plain_below = N > 0``, calls whose array arguments hold fewer than ``N`` elements in
+    all run the plain-Python twin instead, as long as the kernel is not compiled yet: the first
+    numba call in a process costs ~0.3 s (``import numba``) plus ~0.3 s (its CPU target and
+    the cached machine code), far more than a linear-time kernel on a few thousand nodes.
+    """
+
+    def __init__(self, py_func: F, plain_below: int = 0) -> None:
         self.py_func = py_func
+        self.plain_below = plain_below
         self._compiled: Callable[..., Any] | None = None
         self.__name__ = py_func.__name__
         self.__doc__ = py_func.__doc__
 
     def __call__(self, *args: Any) -> Any:
+        if self._compiled is None and self.plain_below > 0 and _elements(args) < self.plain_below:
+            return self.py_func(*args)
         if self._compiled is None:
             import numba
 
@@ -29,6 +38,64 @@ class LazyKernel(Generic[F]):
         return self._compiled(*args)
 
 
+def _elements(args: tuple[Any, ...]) -> int:
+    return sum(int(getattr(a, "size", 0)) for a in args)
+
+
 def kernel(py_func: F) -> LazyKernel[F]:
     """Decorate a numba-compatible function; ``.py_func`` is the plain-Python twin."""
     return LazyKernel(py_func)
+
+
+#: Array elements below which a linear-time kernel runs as plain Python before numba loads.
+SMALL_LINEAR = 20_000
+
+
+def linear_kernel(py_func: F) -> LazyKernel[F]:
+    """:func:`kernel` for a linear-time kernel: plain Python on inputs below ``SMALL_LINEAR``
+    array elements until numba is needed anyway (see :class:`LazyKernel`)."""
+    return LazyKernel(py_func, plain_below=SMALL_LINEAR)
+
+
+class ModuleKernels:
+    """Lazy ``numba.njit`` for a module whose kernels call each other.
+
+    Numba resolves a kernel's calls to other kernels through the module's globals at compile
+    time, so those must be dispatchers then. Decorating with an instance of this class keeps
+    ``import numba`` off the import path: the first call of any kernel compiles (or loads from
+    the cache) all of them and rebinds the module's names to the dispatchers.
+    """
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self._namespace = namespace
+        self._kernels: list[LazyKernel[Any]] = []
+
+    def __call__(self, py_func: F) -> LazyKernel[F]:
+        lazy: LazyKernel[F] = _Linked(py_func, self)
+        self._kernels.append(lazy)
+        return lazy
+
+    def compile_all(self) -> None:
+        import numba
+
+        for lazy in self._kernels:
+            if lazy._compiled is None:
+                lazy._compiled = numba.njit(cache=True, nogil=True)(lazy.py_func)
+            self._namespace[lazy.__name__] = lazy._compiled
+
+
+class _Linked(LazyKernel[F]):
+    def __init__(self, py_func: F, owner: ModuleKernels) -> None:
+        super().__init__(py_func)
+        self._owner = owner
+
+    def __call__(self, *args: Any) -> Any:
+        if self._compiled is None:
+            self._owner.compile_all()
+        assert self._compiled is not None
+        return self._compiled(*args)
+
+
+def not_compiled(func: Any) -> bool:
+    """Whether ``func`` is a :class:`LazyKernel` not compiled yet (plain functions: False)."""
+    return isinstance(func, LazyKernel) and func._compiled is None

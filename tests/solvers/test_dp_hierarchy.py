@@ -249,3 +249,62 @@ def test_hierarchy_without_bandwidths_is_refused() -> None:
                           for j in range(4)] for i in range(4)]
     cluster = parse_cluster(spec)
     assert cluster.is_hierarchical and cluster.transfer_scale()[0, 2] == pytest.approx(10.0)
+
+
+@given(hierarchy_problems(), st.sampled_from([math.inf, 0.0]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_numba_kernel_and_its_twin_equal_the_plain_dp(problem: Problem, upper: float) -> None:
+    """The compiled hierarchy DP, its ``.py_func`` twin and the plain reference agree."""
+    from dnnpart.solvers.dp import _device_model, enumerate_stage_ideals
+    from dnnpart.solvers.dp.hierarchy import (
+        hierarchy_model,
+        run_hierarchy_dp,
+        run_hierarchy_dp_plain,
+    )
+
+    stage = build_stage_graph(problem.graph, merge_trivial=False)
+    lattice = enumerate_stage_ideals(stage)
+    model = _device_model(problem)
+    levels = hierarchy_model(problem, model.comm_scale)
+    kw = dict(acc_time=model.acc_time, cpu_time=model.cpu_time, acc_cap=model.acc_cap,
+              cpu_cap=model.cpu_cap)
+    if upper == 0.0:  # a bound at the optimum prunes but keeps it
+        first = run_hierarchy_dp_plain(problem, stage, lattice, levels, **kw)
+        upper = first.value
+    plain = run_hierarchy_dp_plain(problem, stage, lattice, levels, upper=upper, **kw)
+    priced = []
+    for jit in (True, False):
+        out = run_hierarchy_dp(problem, stage, lattice, levels, upper=upper, jit=jit, **kw)
+        assert out.value == plain.value
+        priced.append(out.slices_priced)
+        # the kernel prunes segments that cannot improve the row: never more work
+        assert out.slices_priced <= plain.slices_priced
+        if plain.assignment is None:
+            assert out.assignment is None
+        else:
+            assert out.assignment is not None
+            assert out.assignment.tolist() == plain.assignment.tolist()
+    assert priced[0] == priced[1]
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 9), st.floats(0.0, 0.6))
+@settings(max_examples=40, deadline=None)
+def test_small_enumeration_equals_the_kernel(seed: int, n: int, p: float) -> None:
+    """The plain-Python ideal walk used before numba loads gives the kernel's exact lattice."""
+    from dnnpart.solvers.dp.ideals import _ZOBRIST_SEED, enumerate_small
+    from dnnpart.solvers.dp.kernels import enumerate_lattice
+
+    rng = np.random.default_rng(seed)
+    stage = build_stage_graph(random_problem(rng, n_nodes=n, edge_prob=p).graph,
+                              merge_trivial=False)
+    m = stage.n_stage_nodes
+    zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
+        0, np.iinfo(np.uint64).max, size=m, dtype=np.uint64, endpoint=True)
+    args = (m, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx)
+    want = enumerate_lattice(*args, zobrist, 10_000, 100_000)
+    got = enumerate_small(*args, 10_000, 100_000)
+    assert got is not None
+    assert got[0] == want[0]
+    for a, b in zip(got[1:], want[1:], strict=True):
+        assert a.tolist() == b.tolist()
+    assert enumerate_small(*args, max(1, int(want[0]) - 1), 100_000) is None

@@ -1,4 +1,5 @@
-"""Array kernels over CSR graphs (numba-compiled; ``.py_func`` is the Python twin).
+"""Array kernels over CSR graphs (numba-compiled; ``.py_func`` is the Python twin; all linear
+time, so small graphs run the twin until numba loads: :func:`dnnpart._jit.linear_kernel`).
 
 Conventions: ``ptr``/``idx`` is a CSR adjacency, node ids are ``0..n-1``.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart._jit import kernel
+from dnnpart._jit import linear_kernel as kernel
 
 
 @kernel

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._jit import not_compiled
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult
@@ -107,6 +108,11 @@ __all__ = [
 
 #: Relative tolerance of the evaluator's memory check (``memory > capacity * (1 + 1e-12)``).
 _MEMORY_TOLERANCE = 1e-12
+
+
+#: Lattices with at most this many cover pairs run the DP's plain twin while numba is not
+#: loaded (op BERT-3 inference, 1,046 pairs: plain 1.13 s, numba 1.11 s CPU whole process).
+SMALL_COVER_PAIRS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,13 +259,16 @@ def run_dp(
     # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
     # lower ideal, so on a 200k-ideal chain 1% of the rows is tens of seconds
     chunk = max(1, min(n_ideals // 100, 64))
+    # small lattices before numba is loaded: the plain twin costs less than loading numba
+    small = not_compiled(dp_fill) and lattice.n_cover_pairs <= SMALL_COVER_PAIRS
+    fill = getattr(dp_fill, "py_func", dp_fill) if small else dp_fill
     finished = True
     for start in range(0, n_ideals, chunk):
         if clock is not None and clock.expired():
             finished = False
             break
         stop = min(n_ideals, start + chunk)
-        dp_fill(
+        fill(
             start, stop, lattice.down_ptr, lattice.down_node, lattice.down_lower,
             stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
             graph.pred_ptr, graph.pred_idx, pred_edge, graph.edge_cost, node_cost, uniform,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._jit import not_compiled
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.solvers.dp.kernels import enumerate_lattice
 from dnnpart.solvers.dp.preprocess import StageGraph
@@ -114,10 +115,18 @@ def enumerate_stage_ideals(
         0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True
     )
     by_memory, max_edges = lattice_budget(n, int(max_memory_bytes), bytes_per_ideal)
-    n_ideals, parent, added, e_up, e_node, e_low = enumerate_lattice(
-        n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx, zobrist,
-        int(min(max_ideals, by_memory)), int(max_edges),
-    )
+    cap = int(min(max_ideals, by_memory))
+    small = None
+    if not_compiled(enumerate_lattice):  # numba not loaded for it yet: try plain Python
+        small = enumerate_small(n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr,
+                                stage.succ_idx, min(cap, SMALL_IDEALS), int(max_edges))
+    if small is not None:
+        n_ideals, parent, added, e_up, e_node, e_low = small
+    else:
+        n_ideals, parent, added, e_up, e_node, e_low = enumerate_lattice(
+            n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx, zobrist,
+            cap, int(max_edges),
+        )
     if n_ideals == -2 or (n_ideals == -1 and by_memory < max_ideals):
         raise ProblemTooLargeError(
             f"the contracted forward graph ({n} nodes) has too many ideals for the exact DP "
@@ -134,6 +143,65 @@ def enumerate_stage_ideals(
     ptr, node, lower = _down_csr(int(n_ideals), e_up, e_node, e_low)
     return IdealLattice(n_ideals=int(n_ideals), parent=parent.copy(), added=added.copy(),
                         down_ptr=ptr, down_node=node, down_lower=lower)
+
+
+#: Lattices up to this many ideals are enumerated in plain Python while the numba kernel is not
+#: loaded: loading numba costs ~0.6 s, more than the plain walk over a few thousand ideals.
+SMALL_IDEALS = 4000
+
+
+def enumerate_small(
+    n: int, pred_ptr: IntArray, pred_idx: IntArray, succ_ptr: IntArray, succ_idx: IntArray,
+    max_ideals: int, max_edges: int,
+) -> tuple[int, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array] | None:
+    """:func:`~dnnpart.solvers.dp.kernels.enumerate_lattice` over Python-int bitmasks.
+
+    Same ideals, numbering and cover edges in the same order (first discovery, layer by
+    layer, frontiers in the kernel's order); ``None`` when more than ``max_ideals`` ideals or
+    ``max_edges`` edges would be needed (the caller then runs the kernel, which reports).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> s = build_stage_graph(chain_graph(3))
+    >>> enumerate_small(3, s.pred_ptr, s.pred_idx, s.succ_ptr, s.succ_idx, 100, 100)[0]
+    4
+    """
+    preds = [pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist() for v in range(n)]
+    succs = [succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist() for v in range(n)]
+    parent, added = [-1], [-1]
+    e_up: list[int] = []
+    e_node: list[int] = []
+    e_low: list[int] = []
+    cur: list[tuple[int, int, list[int]]] = [(0, 0, [v for v in range(n) if not preds[v]])]
+    while cur:
+        index: dict[int, int] = {}
+        nxt: list[tuple[int, int, list[int]]] = []
+        for mask, g, front in cur:
+            for v in front:
+                new = mask | (1 << v)
+                c = index.get(new)
+                if c is None:
+                    if len(parent) >= max_ideals:
+                        return None
+                    c = len(nxt)
+                    index[new] = c
+                    ready = [x for x in succs[v] if all((new >> q) & 1 for q in preds[x])]
+                    nxt.append((new, len(parent), [x for x in front if x != v] + ready))
+                    parent.append(g)
+                    added.append(v)
+                if len(e_up) >= max_edges:
+                    return None
+                e_up.append(nxt[c][1])
+                e_node.append(v)
+                e_low.append(g)
+        cur = nxt
+
+    def arr(x: list[int]) -> Int32Array:
+        return np.asarray(x, dtype=np.int32)
+
+    return len(parent), arr(parent), arr(added), arr(e_up), arr(e_node), arr(e_low)
 
 
 def linear_ideals(order: IntArray) -> IdealLattice:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart._jit import kernel
+from dnnpart._jit import kernel, linear_kernel
 
 #: Overlap modes of paper 1, appendix C.1, as kernel codes.
 OVERLAP_CODES = {"none": 0, "compute-comm": 1, "full-duplex": 2}
@@ -190,7 +190,7 @@ def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_id
             e_node[:n_edges], e_lower[:n_edges])
 
 
-@kernel
+@linear_kernel
 def dfs_topological_order(n, succ_ptr, succ_idx):  # type: ignore[no-untyped-def]
     """A topological order that follows a depth-first traversal (DPL's linearization).
 

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from dnnpart.graph.core import Graph
 from dnnpart.graph.kernels import kahn_order
@@ -80,6 +78,11 @@ def _condense(
     topological order of the condensation and its deduplicated edges."""
     keep = src != dst
     src, dst = src[keep], dst[keep]
+    # scipy.sparse (~0.2 s to import) only here; its component labels fix the stage
+    # numbering, which DPL's linearization (and so its published values) depends on
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     adj = coo_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(n, n)).tocsr()
     m, comp = connected_components(adj, directed=True, connection="strong")
     cs, cd = comp[src].astype(np.int64), comp[dst].astype(np.int64)

@@ -1,7 +1,8 @@
 # mypy: allow-untyped-defs
 """Numba kernels of PARDNN (paper 2): levels, slicing, Fenwick trees and LFLAM mapping.
 
-Every kernel is a numba dispatcher (they call each other); ``.py_func`` is the plain-Python
+Every kernel becomes a numba dispatcher on the first call of any of them (they call each
+other; :class:`dnnpart._jit.ModuleKernels`); ``.py_func`` is the plain-Python
 twin used by the tests. Nodes are topologically numbered (every edge ``u -> v`` has
 ``u < v``), so forward and reverse index order are topological orders. The artificial source
 and sink of the paper carry no weight and no communication, so they are left implicit: a
@@ -11,10 +12,12 @@ equal to its own weight.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-kernel = numba.njit(cache=True, nogil=True)
+from dnnpart._jit import ModuleKernels
+
+# compiled together on first call (they call each other), so importing this module stays cheap
+kernel = ModuleKernels(globals())
 
 
 # -- levels --------------------------------------------------------------------------------
