@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dnnpart import Objective, Plan, Status, evaluate
+from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.solvers import solve
 from dnnpart.solvers.ip.cpsat import resolution
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
@@ -230,3 +230,22 @@ def test_portfolio_without_a_time_limit_is_cpsat_alone() -> None:
     r = _exact(p, "ip-noncontig", backend="portfolio")
     assert r.status is Status.OPTIMAL
     assert [phase["backend"] for phase in r.stats["portfolio"]] == ["cpsat"]
+
+
+def test_latency_warm_start_outside_the_contiguous_space_is_not_returned() -> None:
+    # Found by hypothesis: a greedy candidate that splits the CPU's part (n0, n2 on the CPU,
+    # n1 on the accelerator, latency 2) was handed back as the IP's plan although the program
+    # asks for contiguous CPU parts; the best contiguous split keeps everything on the CPU.
+    from dnnpart.devices import reference_cluster
+    from dnnpart.graph import build_graph
+
+    inf = np.inf
+    graph = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1, inf], [1, 0], [1, inf]],
+                        edge_cost=[0, 0])
+    problem = Problem(graph=graph, cluster=reference_cluster(n_accelerators=1, n_cpus=1,
+                                                             memory_bytes=1e18),
+                      objective=Objective(kind="latency"))
+    r = _exact(problem, "ip")
+    ref = solve(problem, "brute-force-contiguous")
+    assert r.objective == pytest.approx(ref.objective)
+    assert evaluate(problem, r.plan).contiguous.all()

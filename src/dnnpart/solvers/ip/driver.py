@@ -126,6 +126,14 @@ def _in_space(problem: Problem, plan: Plan, contiguous: bool, contiguous_cpus: b
                     if is_acc[d] or contiguous_cpus))
 
 
+def _cpu_parts_in_space(problem: Problem, plan: Plan, contiguous_cpus: bool) -> bool:
+    if not contiguous_cpus:
+        return True
+    ev = evaluate(problem, plan)
+    is_acc = problem.cluster.is_accelerator()
+    return bool(all(ev.contiguous[d] for d in range(problem.cluster.n_devices) if not is_acc[d]))
+
+
 def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float | None,
          progress: Progress | None, options: dict[str, Any]) -> SolveResult:
     if problem.cluster.is_hierarchical:
@@ -161,7 +169,9 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     for cand in _warm_candidates(problem, opts["warm_start"]):
         if latency:
             placed = built.set_hint(cand) if isinstance(built, LatencyModel) else None
-            if placed is None:
+            # set_hint checks the accelerators' slots; the CPUs' parts must be contiguous too
+            # when the program asks it (a greedy candidate may split a CPU's part)
+            if placed is None or not _cpu_parts_in_space(problem, placed, opts["contiguous_cpus"]):
                 continue
             cand = placed
         elif not _in_space(problem, cand, contiguous, opts["contiguous_cpus"]):
