@@ -1,7 +1,9 @@
 """Pipeline stages from a node -> device plan (paper 1's plans simulate as pipelines).
 
-A stage is a device holding nodes (a *primary*) with its replicas (``plan.replica_of``, ring
-in device-index order). Stages are ordered by their forward data flow; the plan must be
+A stage is a device holding nodes (a *primary*) with its replicas (``plan.replica_of``), in
+ring order: ``plan.pipeline_copy`` where the plan records it (paper 4's mappings), else
+device-index order. The simulator runs micro-batch ``j`` on the stage's device number
+``j mod r`` of that order, so the recorded copies decide which replica talks to which. Stages are ordered by their forward data flow; the plan must be
 contiguous (each device's forward part and backward part convex) and the forward quotient
 graph acyclic, otherwise :func:`stages_from_plan` refuses it with a message.
 
@@ -106,7 +108,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
     stages = []
     for i, d in enumerate(order):
         mine = a == d
-        replicas = tuple(int(x) for x in plan.replicas(d))
+        replicas = tuple(int(x) for x in plan.ring(d))  # pipeline copy = ring order
         stages.append(Stage(
             devices=replicas,
             forward=float(times[mine & ~g.is_backward].sum()),
