@@ -17,6 +17,12 @@ contracted, zero-time nodes with one neighbour merged into it):
 2. the tails of every biconnected component with a cycle become one colocation class;
 3. DP over a linear order of the result (our ``dpl`` on the recoloured graph); the plan is
    scored on the original problem.
+
+For the ``pipeline`` objective (paper 4's baseline, "PipeDream + CS") step 3 is instead
+Parmesan's phase-1 DP with a fixed stage count ``S`` and ``R`` replicas per stage
+(``stages``, ``replicas`` options, or searched over the divisor pairs of ``D`` as for
+``parmesan``) on the contracted graph, without clustering or refinement, and the stages are
+mapped by CS (``mapping=cs``; ``mapping=parmesan`` gives paper 4's "+ our map" row).
 """
 
 from __future__ import annotations
@@ -68,8 +74,8 @@ def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[
     "pipedream",
     summary="PipeDream's DP: contract branching regions to a path, then split the path",
     guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
-    objectives=("throughput",),
-    source="paper 1, section 6 (baseline, after PipeDream [NHP+19])",
+    objectives=("throughput", "pipeline"),
+    source="paper 1, section 6 (baseline, after PipeDream [NHP+19]); paper 4, Table 1",
 )
 def solve_pipedream(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -90,6 +96,19 @@ def solve_pipedream(
     >>> r.objective
     5.0
     """
+    if problem.objective.kind == "pipeline":
+        from dnnpart.solvers.parmesan.solver import run_parmesan
+
+        for fixed in ("k", "refine_steps", "graph"):
+            if fixed in options:
+                raise ValueError(f"pipedream: unknown option(s) ['{fixed}']")
+        contracted, _ = pipedream_problem(problem, ignore_inputs=ignore_inputs)
+        options.setdefault("mapping", "cs")
+        return run_parmesan(
+            problem, method="pipedream", time_limit=time_limit, progress=progress, k=None,
+            refine_steps=0, graph=contracted.graph,
+            search_space="pipelines of S stages x R replicas over the branch-contracted path",
+            **options)
     if options:
         raise ValueError(f"pipedream: unknown option(s) {sorted(options)}")
     clock = Stopwatch(time_limit)

@@ -6,3 +6,4 @@ from dnnpart.solvers import (
     dp,  # noqa: F401
     ip,  # noqa: F401
 )
+from dnnpart.solvers.parmesan import solver as parmesan_solver  # noqa: F401
