@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dnnpart.cli import model_cmds, reproduce_cmd, sim_cmds
+from dnnpart.cli import map_cmd, model_cmds, reproduce_cmd, sim_cmds
 from dnnpart.errors import (
     DnnpartError,
     InfeasibleError,
@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce_cmd.add_parser(sub)
     model_cmds.add_parsers(sub)
     sim_cmds.add_parsers(sub, _add_problem_args)
+    map_cmd.add_parser(sub)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                              help="no progress output on stderr")
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
     name = f"cmd_{args.command}"
-    modules = (commands, reproduce_cmd, model_cmds, sim_cmds)
+    modules = (commands, reproduce_cmd, model_cmds, sim_cmds, map_cmd)
     handler = next(getattr(m, name) for m in modules if hasattr(m, name))
     try:
         code: int = handler(args, out)
