@@ -317,3 +317,17 @@ def test_store_and_forward_grids_slow_down_with_distance():
     assert saf.routing == "store-and-forward" and wide.routing == "widest"
     with pytest.raises(ValueError, match="routing must be one of"):
         resolve_cluster("mesh2d:x=2,y=2,routing=shortest")
+
+
+def test_direct_routing_keeps_each_pairs_own_link():
+    """The third rule: no forwarding, so a complete topology keeps its drawn bandwidths and a
+    grid (non-adjacent pairs without a link) is refused as disconnected."""
+    c = resolve_cluster("uniform_dist:n=6,seed=3,routing=direct").cluster
+    for x in c.links:
+        assert c.bandwidth[x.a, x.b] == c.bandwidth[x.b, x.a] == x.bandwidth
+        assert route_path([(y.a, y.b, y.bandwidth, y.latency) for y in c.links], 6, x.a, x.b,
+                          rule="direct") == [c.links.index(x)]
+    widest = resolve_cluster("uniform_dist:n=6,seed=3").cluster
+    assert np.all(widest.bandwidth >= c.bandwidth) and np.any(widest.bandwidth > c.bandwidth)
+    with pytest.raises(ValueError, match="disconnected"):
+        resolve_cluster("mesh2d:x=3,y=3,routing=direct")

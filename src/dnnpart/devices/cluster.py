@@ -109,7 +109,7 @@ class Cluster:
         transfer's path is known: :func:`dnnpart.devices.routing.route_path`), rather than
         given with the links kept for display (e.g. DGX-1, which does not forward NVLink).
     routing : the cluster's one routing rule (:data:`dnnpart.devices.routing.ROUTING_RULES`):
-        ``"widest"`` (default) or ``"store-and-forward"``; used for the matrices of a routed
+        ``"widest"`` (default), ``"store-and-forward"`` or ``"direct"``; used for the matrices of a routed
         cluster and for the paths of link contention.
 
     Examples
@@ -134,9 +134,9 @@ class Cluster:
 
     def __post_init__(self) -> None:
         d = len(self.devices)
-        if self.routing not in ("widest", "store-and-forward"):  # routing.ROUTING_RULES
-            raise ValueError(f"cluster routing must be 'widest' or 'store-and-forward', "
-                             f"got {self.routing!r}")
+        if self.routing not in ("widest", "store-and-forward", "direct"):  # ROUTING_RULES
+            raise ValueError(f"cluster routing must be 'widest', 'store-and-forward' or "
+                             f"'direct', got {self.routing!r}")
         for link in self.links:
             if max(link.a, link.b) >= d:
                 raise ValueError(f"link {link.a}-{link.b}: the cluster has {d} devices")

@@ -16,6 +16,13 @@ paper 4's meshes and tori tell mappings apart (under widest path every pair of a
 grid has the same bandwidth). All three keys are additive, so one Dijkstra per source is exact
 (ties compare the floating-point sums as computed, from the source outwards).
 
+**direct** -- no forwarding: a pair talks over its own link only (the widest of parallel
+links, ties to the least latency); pairs without a link have no route, so only complete
+topologies (``random_blk_1/2``, ``uniform_dist``, ``two-level``) are connected under it. Paper
+4's random heterogeneous topologies are complete graphs whose per-pair bandwidths are drawn
+to differ; ``direct`` keeps those differences (widest path would let most pairs detour over
+the fastest links).
+
 Why a two-step computation (widest path): the lexicographic label (bottleneck, latency) is not isotone, so one
 Dijkstra pass over it can be wrong (a narrower prefix with less latency can win after a narrow
 link). Instead, for a source ``s``: (1) a max-bottleneck Dijkstra gives every target's best
@@ -146,7 +153,7 @@ def route_kernel(d: int, a: IntArray, b: IntArray, bw: FloatArray,
 
 
 #: The routing rules a cluster may name (``Cluster.routing``); the first is the default.
-ROUTING_RULES = ("widest", "store-and-forward")
+ROUTING_RULES = ("widest", "store-and-forward", "direct")
 
 
 def check_rule(rule: str) -> str:
@@ -191,6 +198,24 @@ def _saf_adjacency(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: Float
     return adj
 
 
+def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
+            ) -> tuple[FloatArray, FloatArray, IntArray]:
+    band = np.zeros((n, n))
+    late = np.zeros((n, n))
+    hop = np.full((n, n), -1, np.int64)
+    for u, v, w, lk in zip(aa.tolist(), bb.tolist(), bw.tolist(), la.tolist(), strict=True):
+        if u == v or w <= 0:
+            continue
+        if w > band[u, v] or (w == band[u, v] and lk < late[u, v]):
+            band[u, v] = band[v, u] = w
+            late[u, v] = late[v, u] = lk
+            hop[u, v] = hop[v, u] = 1
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    np.fill_diagonal(hop, 0)
+    return band, late, hop
+
+
 def route(
     n_devices: int, a: npt.ArrayLike, b: npt.ArrayLike, bandwidth: npt.ArrayLike,
     latency: npt.ArrayLike, *, rule: str = "widest",
@@ -215,6 +240,8 @@ def route(
         band, late, hop = route_kernel(int(n_devices), aa, bb, bwa, la)
         return band, late, hop
     n = int(n_devices)
+    if rule == "direct":
+        return _direct(n, aa, bb, bwa, la)
     adj = _saf_adjacency(n, aa, bb, bwa, la)
     band = np.zeros((n, n))
     late = np.zeros((n, n))
@@ -253,7 +280,12 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     """
     if a == b:
         return []
-    if check_rule(rule) == "store-and-forward":
+    if check_rule(rule) == "direct":
+        cands = [k for k, x in enumerate(cluster_links) if {x[0], x[1]} == {a, b} and x[2] > 0]
+        if not cands:
+            raise ValueError(f"no path from device {a} to device {b}")
+        return [min(cands, key=lambda k: (-cluster_links[k][2], cluster_links[k][3], k))]
+    if rule == "store-and-forward":
         arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
         adj = _saf_adjacency(n_devices, arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64),
                              arr[:, 2], arr[:, 3])
