@@ -18,6 +18,9 @@ Choices (see ``docs/parmesan.md``):
   Eq. 3 alone would always prefer ``S = 1`` (it divides compute by ``R`` and ignores the
   all-reduce), so the choice has to be scored by the simulator. The time limit is split evenly
   over the pairs.
+* **Units**: phase 1 works in the graph's time unit; the stage graph handed to phase 2 is in
+  seconds (:func:`stages_in_seconds`), as the topology's ``M / B`` times are; the ``eq5_*``
+  figures are therefore in seconds.
 * **Memory model** of phase 1: the cluster's smallest accelerator memory, the objective's
   micro-batches, schedule and recomputation, ``optimizer_states`` (default 2, Adam).
 * **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 also takes the
@@ -121,6 +124,22 @@ def map_with(stages: PipelineStages, topo: Topology, mapping: str, *,
         out.append((name, m, {"eq5_max_stage_time": max_stage_time(stages, topo, m, kind),  # type: ignore[arg-type]
                               "instantiation": kind, "mapping_status": "heuristic"}))
     return out
+
+
+def stages_in_seconds(stages: PipelineStages, time_unit_s: float) -> PipelineStages:
+    """``stages`` with compute converted from graph time units to seconds.
+
+    Phase 1 works in the graph's units (the zoo's and paper 1's graphs are in ms); phase 2
+    adds ``M / B`` transfer times in seconds (SI bandwidths), so compute must be converted
+    first or communication would weigh ``1 / time_unit_s`` times too little.
+
+    Examples
+    --------
+    >>> st = PipelineStages(compute=[2.0, 4.0], param_bytes=[0, 0], comm_bytes=[[0, 1], [0, 0]])
+    >>> stages_in_seconds(st, 1e-3).compute.tolist()
+    [0.002, 0.004]
+    """
+    return dataclasses.replace(stages, compute=stages.compute * float(time_unit_s))
 
 
 def plan_from_mapping(problem: Problem, stage_of: IntArray, device_of: IntArray) -> Plan:
@@ -258,7 +277,8 @@ def run_parmesan(
         if part.stage_of is None or part.atom_stage is None or not math.isfinite(part.objective):
             tried.append(f"S={s_n},R={r_n}: no partition")
             continue
-        st = pipeline_stages(part.dag, part.atom_stage, r_n, memory=mem)
+        st = stages_in_seconds(pipeline_stages(part.dag, part.atom_stage, r_n, memory=mem),
+                               cluster.time_unit_s)
         candidates = map_with(st, topo, mapping, instantiation=instantiation, eps=float(tol),
                               time_limit=share, threads=threads,
                               deterministic=deterministic, seed=seed)
