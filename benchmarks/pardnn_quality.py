@@ -1,0 +1,106 @@
+"""PARDNN vs paper 2's baselines: emulated makespan, no memory caps (issue 16, Quality).
+
+For every graph and K in {2, 4, 8, 16} (``KxV100`` clusters), the op-level emulator of
+``dnnpart.simulate`` scores PARDNN (step 1 only), the CP heuristic, linear clustering + GLB
+(EST-first, ``--lc-budget`` seconds) and round-robin, beside the lower bound. Graphs: the
+``--graphs`` given (anything ``dnnpart.io.load_problem`` reads, e.g. the captured training
+graphs of the real-models issue), else seeded layered random DAGs of several widths standing
+in for them. Writes ``bench-results/pardnn_quality.md``.
+
+Needs ``dnnpart.simulate`` (the topologies/simulators issue).
+
+Run: ``PYTHONPATH=src python benchmarks/pardnn_quality.py [--graphs G ...] [--nodes 10000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dnnpart.baselines.cp_heuristic import cp_heuristic
+from dnnpart.baselines.linear_clustering import linear_clustering
+from dnnpart.baselines.round_robin import round_robin
+from dnnpart.graph import Graph, build_graph
+from dnnpart.solvers.pardnn import Costs, pardnn
+from dnnpart.solvers.pardnn.bound import makespan_lower_bound
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pardnn_scale import layered_dag
+
+
+def generated(n: int, width: int, seed: int) -> Graph:
+    c, res, nor = layered_dag(n, width=width, seed=seed)
+    return build_graph(
+        np.arange(n), c.edge_sources(), c.succ_idx, compute_time=np.c_[c.comp * 3, c.comp],
+        edge_cost=c.comm, edge_bytes=c.comm * 1e7, output_bytes=nor, param_bytes=res,
+    )
+
+
+def main() -> None:
+    try:
+        from dnnpart.simulate import emulate_makespan, transfer_bytes
+
+        from dnnpart.cost.clusters import resolve_cluster
+    except ImportError as exc:  # the emulator is not on this branch yet
+        raise SystemExit(f"error: this benchmark needs dnnpart.simulate ({exc})") from None
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--graphs", nargs="*", default=[])
+    ap.add_argument("--nodes", type=int, default=10_000)
+    ap.add_argument("--widths", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8, 16])
+    ap.add_argument("--lc-budget", type=float, default=600.0)
+    ap.add_argument("--out", default="bench-results/pardnn_quality.md")
+    args = ap.parse_args()
+    graphs: list[tuple[str, Graph]] = []
+    if args.graphs:
+        from dnnpart.io import load_problem
+
+        graphs = [(g, load_problem(g).graph) for g in args.graphs]
+    else:
+        graphs = [(f"layered n={args.nodes} w={w}", generated(args.nodes, w, seed=i))
+                  for i, w in enumerate(args.widths)]
+    lines = [
+        "| graph | K | CCR | bound | PARDNN | CP | LC+GLB | LC done | RR | PARDNN/CP | PARDNN/LC "
+        "| PARDNN s |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    cells = []
+    for name, g in graphs:
+        for k in args.ks:
+            cl = resolve_cluster(f"{k}xV100").cluster
+            comm = (cl.latency[0, 1] + transfer_bytes(g) / cl.bandwidth[0, 1]) / cl.time_unit_s
+            base = Costs.from_graph(g)
+            costs = Costs(succ_ptr=base.succ_ptr, succ_idx=base.succ_idx, pred_ptr=base.pred_ptr,
+                          pred_idx=base.pred_idx, pred_edge=base.pred_edge, comp=base.comp,
+                          comm=np.asarray(comm, np.float64))
+            t0 = time.perf_counter()
+            p = emulate_makespan(g, cl, pardnn(costs, k, memory_heuristic="none").device)[0]
+            tp = time.perf_counter() - t0
+            cp = emulate_makespan(g, cl, cp_heuristic(costs, k))[0]
+            lc_dev, done = linear_clustering(costs, k, time_limit=args.lc_budget)
+            lc = emulate_makespan(g, cl, lc_dev)[0]
+            rr = emulate_makespan(g, cl, round_robin(costs, k))[0]
+            lb = makespan_lower_bound(costs, k)
+            ccr = float(comm.sum() / max(costs.comp.sum(), 1e-300))
+            cells.append((p / cp, p / lc, done))
+            lines.append(
+                f"| {name} | {k} | {ccr:.2f} | {lb:.1f} | {p:.1f} | {cp:.1f} | {lc:.1f} | {done} "
+                f"| {rr:.1f} | {p / cp:.3f} | {p / lc:.3f} | {tp:.2f} |"
+            )
+            print(lines[-1], flush=True)
+    r = np.array([(a, b) for a, b, _ in cells])
+    done = np.array([d for _, _, d in cells])
+    lines += ["", f"PARDNN <= CP in {int((r[:, 0] <= 1).sum())}/{len(r)} cells; "
+              f"<= 1.02 x LC in {int((r[done, 1] <= 1.02).sum())}/{int(done.sum())} finished-LC cells, "
+              f"strictly lower in {int((r[done, 1] < 1).sum())}."]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(lines[-1])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""``--method pardnn`` and paper 2's baselines through the registry (once ``makespan`` exists)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
+
+pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="the makespan objective (dnnpart.simulate) "
+                                "is not on this branch yet")
+
+
+def test_methods_register_only_with_the_makespan_objective() -> None:
+    from dnnpart.solvers import available_methods
+
+    names = {m.name for m in available_methods()}
+    assert {"pardnn", "cp-heuristic", "linear-clustering", "round-robin"} <= names
+
+
+@pytest.mark.parametrize("method", ["pardnn", "cp-heuristic", "linear-clustering", "round-robin"])
+def test_reported_objective_is_the_evaluators_and_deterministic(method: str) -> None:
+    import dnnpart
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.graph import build_graph
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.solvers import solve
+
+    rng = np.random.default_rng(0)
+    n = 40
+    src, dst = zip(*[(u, v) for v in range(1, n) for u in rng.choice(v, size=min(v, 2), replace=False)],
+                   strict=True)
+    g = build_graph(np.arange(n), src, dst, compute_time=np.c_[rng.integers(1, 9, n), rng.integers(1, 9, n)],
+                    edge_cost=rng.integers(0, 3, len(src)), output_bytes=rng.integers(1, 9, n) * 1e6)
+    p = Problem(graph=g, cluster=resolve_cluster("4xV100").cluster, objective=Objective(kind="makespan"))
+    a, b = solve(p, method), solve(p, method)
+    assert a.objective == dnnpart.evaluate(p, a.plan).objective
+    assert np.array_equal(a.plan.assignment, b.plan.assignment)
+    assert a.bound is not None and a.bound <= a.objective + 1e-9
+
+
+def test_heuristic_one_success_is_reverified_by_the_emulator() -> None:
+    import dataclasses
+
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.graph import NORMAL, RESIDUAL, build_graph
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.simulate import emulate_ops
+    from dnnpart.solvers import solve
+
+    rng = np.random.default_rng(1)
+    outcomes = set()
+    for trial in range(12):
+        n = 60
+        cls = np.where(np.arange(n) < 10, RESIDUAL, NORMAL)
+        pairs = [(int(u), v) for v in range(10, n) for u in rng.choice(v, size=2, replace=False)]
+        src, dst = zip(*pairs, strict=True)
+        g = build_graph(
+            np.arange(n), src, dst, compute_time=np.c_[rng.integers(1, 9, n), rng.integers(1, 9, n)],
+            edge_cost=np.ones(len(src)), output_bytes=rng.integers(1, 9, n) * 1e6,
+            param_bytes=np.where(cls == RESIDUAL, rng.integers(10, 90, n) * 1e6, 0), memory_class=cls,
+        )
+        base = resolve_cluster("4xV100").cluster
+        first = solve(Problem(graph=g, cluster=base, objective=Objective(kind="makespan")), "pardnn",
+                      memory_heuristic="none")
+        peak = float(emulate_ops(g, base, first.plan.assignment, curves=False).peak_memory.max())
+        cap = (0.5 + 0.05 * trial) * peak
+        cl = dataclasses.replace(base, devices=tuple(dataclasses.replace(d, memory_bytes=cap / 0.9)
+                                                     for d in base.devices))
+        r = solve(Problem(graph=g, cluster=cl, objective=Objective(kind="makespan")), "pardnn",
+                  memory_heuristic=1)
+        peaks = emulate_ops(g, cl, r.plan.assignment, curves=False).peak_memory
+        if r.stats["heuristic1_success"]:
+            assert np.all(peaks <= cap * (1 + 1e-12))
+            outcomes.add("success")
+        else:
+            assert "overflows by" in r.stats["heuristic1_failure"]
+            outcomes.add("failure")
+    assert "success" in outcomes
+
+
+def test_auto_keeps_step_one_when_it_fits_and_runs_heuristic_one_otherwise() -> None:
+    import dataclasses
+
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.io import load_problem
+    from dnnpart.problem import Objective, Problem
+    from dnnpart.solvers import solve
+
+    g = load_problem("zoo:resnet18-training").graph
+    roomy = resolve_cluster("4xV100").cluster
+    r = solve(Problem(graph=g, cluster=roomy, objective=Objective(kind="makespan")), "pardnn")
+    plain = solve(Problem(graph=g, cluster=roomy, objective=Objective(kind="makespan")), "pardnn",
+                  memory_heuristic="none")
+    assert r.stats["auto_fits_without_heuristic"] and "heuristic1_success" not in r.stats
+    assert np.array_equal(r.plan.assignment, plain.plan.assignment)
+    tight = dataclasses.replace(roomy, devices=tuple(dataclasses.replace(d, memory_bytes=1e6)
+                                                     for d in roomy.devices))
+    r2 = solve(Problem(graph=g, cluster=tight, objective=Objective(kind="makespan")), "pardnn")
+    assert not r2.stats["auto_fits_without_heuristic"] and "heuristic1_success" in r2.stats

@@ -1,0 +1,158 @@
+"""Memory heuristic I's overflow handler, driven by a brute-force test double of the emulator.
+
+The double is *not* the framework emulator (that is ``dnnpart.simulate``): it schedules every
+op at its earliest start with unlimited parallelism and evaluates Eq. 2 term by term at every
+event time. The handler only needs *some* schedule with memory curves; its success must be
+that schedule's verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnpart.graph import NORMAL, REFERENCE, RESIDUAL
+from dnnpart.solvers.pardnn import Costs
+from dnnpart.solvers.pardnn.overflow import first_overflow, heuristic_one, move_costs
+
+
+@dataclass
+class Curve:
+    times: np.ndarray
+    at: np.ndarray
+
+
+@dataclass
+class Sched:
+    start: np.ndarray
+    finish: np.ndarray
+    peak_memory: np.ndarray
+    memory: list[Curve]
+
+
+def double(costs: Costs, mem: np.ndarray, cls: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+    src, dst = costs.edge_sources(), costs.succ_idx
+
+    def emulate(device: np.ndarray) -> Sched:
+        start = np.zeros(costs.n)
+        for u, v, w in zip(src, dst, costs.comm, strict=True):  # edges sorted by source: topological
+            start[v] = max(start[v], start[u] + costs.comp[u] + (w if device[u] != device[v] else 0.0))
+        finish = start + costs.comp
+        times = np.unique(np.concatenate((start, finish)))
+        curves, peaks = [], np.zeros(k)
+        for d in range(k):
+            at = []
+            for t in times:
+                held = set()
+                for x in range(costs.n):
+                    if device[x] == d and cls[x] == RESIDUAL:
+                        held.add(x)
+                    elif device[x] == d and cls[x] == NORMAL and start[x] <= t <= finish[x]:
+                        held.add(x)
+                for u, v in zip(src, dst, strict=True):
+                    if not (device[u] == d and cls[u] == RESIDUAL) and finish[u] <= t and device[v] == d \
+                            and start[v] >= t:
+                        held.add(int(u))
+                at.append(sum(mem[x] for x in held))
+            curves.append(Curve(times, np.array(at)))
+            peaks[d] = max(at) if at else 0.0
+        return Sched(start, finish, peaks, curves)
+
+    return emulate
+
+
+def training_like(rng: np.random.Generator, n: int) -> tuple[Costs, np.ndarray, np.ndarray, np.ndarray]:
+    cls = np.full(n, NORMAL, np.int8)
+    n_var = max(1, n // 5)
+    cls[:n_var] = RESIDUAL
+    src, dst = [], []
+    for v in range(n_var, n):
+        for u in set(rng.integers(0, v, size=int(rng.integers(1, 3))).tolist()):
+            src.append(u)
+            dst.append(v)
+    variable = np.full(n, -1)
+    for r in rng.choice(np.arange(n_var, n), size=max(1, n // 10), replace=False):
+        ins = [u for u, v in zip(src, dst, strict=True) if v == r and cls[u] == RESIDUAL]
+        if ins:
+            cls[r] = REFERENCE
+            variable[r] = min(ins)
+    normal_mem = np.where(cls == NORMAL, rng.integers(1, 10, n), 0)
+    mem = np.where(cls == RESIDUAL, rng.integers(1, 30, n), normal_mem)
+    costs = Costs.from_edges(n, src, dst, comp=rng.integers(1, 5, n).astype(float),
+                             comm=rng.integers(0, 3, len(src)).astype(float))
+    return costs, mem.astype(float), cls, variable
+
+
+def test_success_is_the_emulators_verdict_and_references_follow() -> None:
+    rng = np.random.default_rng(0)
+    successes = 0
+    for _ in range(60):
+        n, k = int(rng.integers(6, 22)), int(rng.integers(2, 4))
+        costs, mem, cls, variable = training_like(rng, n)
+        emulate = double(costs, mem, cls, k)
+        device = np.zeros(n, np.int64)  # everything on device 0: overflows to fix
+        device[variable >= 0] = device[variable[variable >= 0]]
+        start_peak = emulate(device).peak_memory.max()
+        caps = np.full(k, float(rng.uniform(0.5, 0.9)) * start_peak)
+        result = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
+                               variable=variable)
+        refs = variable >= 0
+        assert np.all(result.device[refs] == result.device[variable[refs]])
+        peaks = emulate(result.device).peak_memory
+        np.testing.assert_array_equal(peaks, result.peaks)
+        if result.success:
+            successes += 1
+            assert np.all(peaks <= caps)
+            assert result.failure is None
+        else:
+            f = result.failure
+            assert f is not None and 0 <= f.device < k and f.excess_bytes > 0
+            assert f.node == -1 or result.device[f.node] == f.device
+        assert result.moved_nodes <= n  # a node moves at most once
+    assert successes >= 30
+
+
+def test_no_move_when_everything_fits_and_failure_when_nothing_can() -> None:
+    rng = np.random.default_rng(1)
+    costs, mem, cls, variable = training_like(rng, 12)
+    emulate = double(costs, mem, cls, 2)
+    device = np.arange(12) % 2
+    device[variable >= 0] = device[variable[variable >= 0]]
+    peaks = emulate(device).peak_memory
+    fine = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=peaks.copy(), emulate=emulate,
+                         variable=variable)
+    assert fine.success and fine.moved_nodes == 0 and np.array_equal(fine.device, device)
+    tiny = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=np.full(2, 0.5), emulate=emulate,
+                         variable=variable)
+    assert not tiny.success and tiny.failure is not None and tiny.failure.excess_bytes > 0
+
+
+def test_move_cost_is_eq4_and_first_overflow() -> None:
+    c = Costs.from_edges(3, [0, 1], [1, 2], comp=[1.0, 2.0, 3.0], comm=[5.0, 7.0])
+    assert move_costs(c, np.array([0, 0, 1])).tolist() == [6.0, 7.0, 3.0]
+    assert first_overflow(Curve(np.array([0.0, 1.0, 2.0]), np.array([1.0, 5.0, 9.0])), 4.0) == (1.0, 1.0)
+    assert first_overflow(Curve(np.array([0.0]), np.array([1.0])), 4.0) is None
+
+
+def test_window_max_and_lifetimes() -> None:
+    from dnnpart.solvers.pardnn.overflow import lifetimes, window_max
+
+    curve = Curve(np.array([0.0, 2.0, 4.0, 6.0]), np.array([1.0, 7.0, 3.0, 5.0]))
+    assert window_max(curve, 2.5, 3.5) == 7.0  # the value in force at 2.5 was set at 2.0
+    assert window_max(curve, 4.0, 5.9) == 3.0
+    assert window_max(curve, -1.0, 10.0) == 7.0
+    c = Costs.from_edges(3, [0, 1], [1, 2], comp=[1.0, 1.0, 1.0], comm=[0.0, 0.0])
+    start, finish = np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
+    lo, hi = lifetimes(c, start, finish, np.array([True, False, False]))
+    assert lo.tolist() == [-np.inf, 1.0, 2.0] and hi.tolist() == [np.inf, 2.0, 3.0]
+
+
+def test_time_limit_zero_reports_the_input_placement() -> None:
+    rng = np.random.default_rng(2)
+    costs, mem, cls, _ = training_like(rng, 14)
+    emulate = double(costs, mem, cls, 2)
+    device = np.zeros(14, np.int64)
+    caps = np.full(2, 0.5 * emulate(device).peak_memory.max())
+    r = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate, time_limit=0.0)
+    assert not r.success and r.moved_nodes == 0 and np.array_equal(r.device, device)
