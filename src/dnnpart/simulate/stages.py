@@ -22,12 +22,29 @@ from __future__ import annotations
 import numpy as np
 
 from dnnpart.evaluate.loads import node_times
-from dnnpart.graph.core import NORMAL
+from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.simulate.ops import transfer_bytes
 from dnnpart.simulate.pipeline import B, F, Stage, StageEdge
+
+
+def node_weight_bytes(g: Graph) -> np.ndarray:
+    """Per node, the weight bytes a stage all-reduces: ``param_bytes`` where the graph has
+    phase-2 arrays, else ``memory_bytes`` (paper 1's per-node memory, which its replication
+    term also reads as weights). Parmesan's phase 1 uses the same figure, so its ``P(s)``
+    is the simulator's ``weight_bytes``.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> node_weight_bytes(chain_graph(2, memory_bytes=3.0)).tolist()
+    [3.0, 3.0]
+    """
+    phase_arrays = g.param_bytes is not None or g.memory_class is not None
+    out: np.ndarray = g.node_param_bytes() if phase_arrays else g.memory_bytes
+    return out
 
 
 def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[StageEdge]]:
@@ -84,8 +101,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
                          f"{', '.join(stuck)} feed each other in a cycle (non-contiguous plan)")
     index = {d: i for i, d in enumerate(order)}
     times = node_times(g, c, a)
-    phase_arrays = g.param_bytes is not None or g.memory_class is not None
-    weights = g.node_param_bytes() if phase_arrays else g.memory_bytes
+    weights = node_weight_bytes(g)
     out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
     act_node = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
     tb = transfer_bytes(g)

@@ -157,7 +157,9 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     n = sg.n_stage_nodes
     col = graph.device_kinds.index(kind) if kind in graph.device_kinds else -1
     compute = _sum_by(atom, graph.compute_time[:, col], n)
-    params = _sum_by(atom, graph.node_param_bytes(), n)
+    from dnnpart.simulate.stages import node_weight_bytes
+
+    params = _sum_by(atom, node_weight_bytes(graph), n)
     fwd = ~graph.is_backward
     acts = _sum_by(atom[fwd], graph.node_output_bytes()[fwd], n)
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(sg.succ_ptr))
