@@ -55,9 +55,8 @@ def oracle(graph: Graph, k: int) -> np.ndarray:
 
 def main() -> None:
     try:
-        from dnnpart.simulate import emulate_ops, tensor_bytes, transfer_bytes
-
         from dnnpart.cost.clusters import resolve_cluster
+        from dnnpart.simulate import emulate_ops, tensor_bytes, transfer_bytes
     except ImportError as exc:
         raise SystemExit(f"error: this benchmark needs dnnpart.simulate ({exc})") from None
     ap = argparse.ArgumentParser()

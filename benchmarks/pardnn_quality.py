@@ -42,9 +42,8 @@ def generated(n: int, width: int, seed: int) -> Graph:
 
 def main() -> None:
     try:
-        from dnnpart.simulate import emulate_makespan, transfer_bytes
-
         from dnnpart.cost.clusters import resolve_cluster
+        from dnnpart.simulate import emulate_makespan, transfer_bytes
     except ImportError as exc:  # the emulator is not on this branch yet
         raise SystemExit(f"error: this benchmark needs dnnpart.simulate ({exc})") from None
     ap = argparse.ArgumentParser()

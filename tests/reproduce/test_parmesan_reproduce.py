@@ -11,7 +11,7 @@ from dnnpart.reproduce.parmesan import PAPER_TABLE2, T2_COLUMNS, table2_topology
 
 
 def test_quick_reproduce_writes_both_tables_and_never_loses_to_cs(capsys, tmp_path: Path):
-    code, out, err = run(capsys, "reproduce", "parmesan", "--quick", "--out", str(tmp_path),
+    code, _out, err = run(capsys, "reproduce", "parmesan", "--quick", "--out", str(tmp_path),
                          "--time-limit", "1")
     assert code == 0, err
     doc = json.loads((tmp_path / "parmesan" / "parmesan.json").read_text())

@@ -287,17 +287,17 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
         return [min(cands, key=lambda k: (-cluster_links[k][2], cluster_links[k][3], k))]
     if rule == "store-and-forward":
         arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
-        adj = _saf_adjacency(n_devices, arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64),
-                             arr[:, 2], arr[:, 3])
-        best, parent = _saf_tree(n_devices, adj, a)
-        if not math.isfinite(best[b][0]):
+        saf_adj = _saf_adjacency(n_devices, arr[:, 0].astype(np.int64),
+                                 arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
+        saf_best, saf_parent = _saf_tree(n_devices, saf_adj, a)
+        if not math.isfinite(saf_best[b][0]):
             raise ValueError(f"no path from device {a} to device {b}")
         saf: list[int] = []
-        v = b
-        while v != a:
-            u, k = parent[v]
-            saf.append(k)
-            v = u
+        node = b
+        while node != a:
+            pu, pk = saf_parent[node]
+            saf.append(pk)
+            node = pu
         return saf[::-1]
     if level is None:
         bw, _, _ = route(n_devices, [x[0] for x in cluster_links], [x[1] for x in cluster_links],

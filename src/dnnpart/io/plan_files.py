@@ -155,7 +155,7 @@ def _pipeline_copies(
         where = next(iter(copies.values()))[0]
         raise FormatError(f"{where}: pipeline copies need replication groups (replica_of)")
     out = np.zeros(cluster.n_devices, dtype=np.int32)
-    for dev, (where, c) in copies.items():
+    for dev, (_where, c) in copies.items():
         out[dev] = c
     for p in np.unique(replica_of).tolist():
         members = np.flatnonzero(replica_of == p)

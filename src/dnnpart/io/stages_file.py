@@ -96,8 +96,9 @@ def parse_stages(data: Any, source: str = "<stages>") -> PipelineStages:
         else:
             comm = _edges(rows, "comm_bytes", s_n)
     try:
-        return PipelineStages(compute=compute, param_bytes=params, comm_bytes=comm,
-                              replicas=replicas, memory_bytes=memory)
+        return PipelineStages(compute=np.asarray(compute), param_bytes=np.asarray(params),
+                              comm_bytes=comm, replicas=replicas,
+                              memory_bytes=None if memory is None else np.asarray(memory))
     except ValueError as exc:
         raise FormatError(f"{source}: {exc}") from None
 

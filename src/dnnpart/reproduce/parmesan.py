@@ -4,7 +4,8 @@
 (16,1)}``, 4 micro-batches, recomputation on, 1F1B): simulated throughput of "PipeDream + CS"
 (1.0x), "+ our map" (PipeDream's partition mapped by Parmesan) and "Ours" (``parmesan``),
 plus the partition quality (Eq. 3 max stage time) of PipeDream's layer-level DP and ours.
-Workloads (micro-batch of 8 samples, paper 4's mBS for BERT): the zoo's training graphs ``resnet152`` (layer graph) and ``bert-24`` (operator
+Workloads (micro-batch of 8 samples, paper 4's mBS for BERT): the zoo's training graphs
+``resnet152`` (layer graph) and ``bert-24`` (operator
 graph, BERT-base width: issue 14's ``hf:`` BERT-Large and a Swin-Large are not on main, so
 Swin-L is reported as not available). ``--quick`` uses ResNet-50 and BERT-6.
 

@@ -3,9 +3,10 @@
 A stage is a device holding nodes (a *primary*) with its replicas (``plan.replica_of``), in
 ring order: ``plan.pipeline_copy`` where the plan records it (paper 4's mappings), else
 device-index order. The simulator runs micro-batch ``j`` on the stage's device number
-``j mod r`` of that order, so the recorded copies decide which replica talks to which. Stages are ordered by their forward data flow; the plan must be
-contiguous (each device's forward part and backward part convex) and the forward quotient
-graph acyclic, otherwise :func:`stages_from_plan` refuses it with a message.
+``j mod r`` of that order, so the recorded copies decide which replica talks to which.
+Stages are ordered by their forward data flow; the plan must be contiguous (each device's
+forward part and backward part convex) and the forward quotient graph acyclic, otherwise
+:func:`stages_from_plan` refuses it with a message.
 
 Per stage: ``forward`` / ``backward`` = summed node times on the primary; ``weight_bytes`` =
 summed ``param_bytes`` where the graph has phase-2 arrays, else summed ``memory_bytes`` (paper

@@ -120,9 +120,10 @@ def map_with(stages: PipelineStages, topo: Topology, mapping: str, *,
             "eq5_cs": res.baselines.get("cs", math.inf), "mapping_nodes": res.n_nodes,
         }))
     for name, func in (("cs", cs_mapping), ("p2p-first", p2p_first_mapping)):
-        m = func(stages)
-        out.append((name, m, {"eq5_max_stage_time": max_stage_time(stages, topo, m, kind),  # type: ignore[arg-type]
-                              "instantiation": kind, "mapping_status": "heuristic"}))
+        base = func(stages)
+        value = max_stage_time(stages, topo, base, kind)  # type: ignore[arg-type]
+        out.append((name, base, {"eq5_max_stage_time": value, "instantiation": kind,
+                                 "mapping_status": "heuristic"}))
     return out
 
 
@@ -167,8 +168,9 @@ def plan_from_mapping(problem: Problem, stage_of: IntArray, device_of: IntArray)
             copy[dev[r, s]] = r
     assignment = dev[0][np.asarray(stage_of, dtype=np.int64)]
     if r_n == 1:
-        return Plan(assignment=assignment)
-    return Plan(assignment=assignment, replica_of=replica_of, pipeline_copy=copy)
+        return Plan(assignment=assignment.astype(np.int32))
+    return Plan(assignment=assignment.astype(np.int32), replica_of=replica_of.astype(np.int32),
+                pipeline_copy=copy.astype(np.int32))
 
 
 def memory_model(problem: Problem, optimizer_states: float) -> MemoryModel:
