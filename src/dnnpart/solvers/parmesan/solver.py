@@ -25,10 +25,13 @@ Choices (see ``docs/parmesan.md``):
   micro-batches, schedule and recomputation, ``optimizer_states`` (default 2, Adam).
 * **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 also takes the
   partition of the branch-contracted layer path (PipeDream's, a chain of fronted subgraphs of
-  the op DAG too), refines it at op level, and keeps whichever of the two has the smaller
-  Eq. 3 max stage time (ties: the op-level one). Clustering is a heuristic that can lose to the
-  layer path on deep residual nets (measured on ResNet-50/152); with the seed phase 1 is
-  never worse on Eq. 3 than the layer-level DP. ``layer_seed=false`` is the paper's flow.
+  the op DAG too), refined at op level and as it is; every partition is mapped and the
+  simulator keeps the best plan, so ``parmesan`` never simulates slower than ``pipedream``
+  with the same ``(S, R)`` (whose partition and CS mapping are among its candidates).
+  Clustering is a heuristic that can lose to the layer path on deep
+  residual nets (measured on ResNet-50/152), and Eq. 3 ignores the all-reduce and bubbles
+  that the simulator charges, so a partition better on Eq. 3 can simulate slower (measured:
+  ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the paper's flow.
 * Registered ablations: ``parmesan-noclust`` (``k=None``: the exact DP over the atomic ops,
   small graphs only) and ``parmesan-norefine`` (``refine_steps=0``).
 """
@@ -272,39 +275,43 @@ def run_parmesan(
             too_large = exc
             tried.append(f"S={s_n},R={r_n}: too large")
             continue
-        seeded = False
+        parts: list[tuple[str, Phase1Result]] = [("op level", part)]
         if layer_seed:
-            part, seeded = _with_layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps,
-                                            max_ideals)
-        if part.stage_of is None or part.atom_stage is None or not math.isfinite(part.objective):
+            parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps, max_ideals)
+        parts = [(src, p) for src, p in parts if p.stage_of is not None
+                 and p.atom_stage is not None and math.isfinite(p.objective)]
+        if not parts:
             tried.append(f"S={s_n},R={r_n}: no partition")
             continue
-        st = stages_in_seconds(pipeline_stages(part.dag, part.atom_stage, r_n, memory=mem),
-                               cluster.time_unit_s)
-        candidates = map_with(st, topo, mapping, instantiation=instantiation, eps=float(tol),
-                              time_limit=share, threads=threads,
-                              deterministic=deterministic, seed=seed)
-        if not candidates:
-            tried.append(f"S={s_n},R={r_n}: no mapping")
-            continue
-        first_info = candidates[0][2]
-        sims: dict[str, float] = {}
-        for name, device_of, info in candidates:
-            plan = plan_from_mapping(problem, part.stage_of, device_of)
-            ev = evaluate(problem, plan)
-            sims[name] = ev.objective
-            # infeasible plans (memory) rank after feasible ones, then by simulated time
-            key = (0 if ev.feasible else 1, ev.objective)
-            stats = {"stages": s_n, "replicas": r_n, "eq3_max_stage_time": part.objective,
-                     "eq3_after_dp": part.dp_objective, "hyper_ops": part.n_hyper_ops,
-                     "ideals": part.n_ideals, "refinement_moves": part.n_moves,
-                     "partition_from": "layer path" if seeded else "op level",
-                     **first_info, "mapping_pick": name,
-                     "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
-                     **{f"simulated_{n}": v for n, v in sims.items()}}
-            if best is None or key < best[0]:
-                best = (key, plan, stats)
-        tried.append(f"S={s_n},R={r_n}: " + ", ".join(f"{n} {v:.6g}" for n, v in sims.items()))
+        for j, (source, pt) in enumerate(parts):
+            assert pt.stage_of is not None and pt.atom_stage is not None
+            sub = None if share is None else share / (len(parts) - j)
+            st = stages_in_seconds(pipeline_stages(pt.dag, pt.atom_stage, r_n, memory=mem),
+                                   cluster.time_unit_s)
+            candidates = map_with(st, topo, mapping, instantiation=instantiation,
+                                  eps=float(tol), time_limit=sub, threads=threads,
+                                  deterministic=deterministic, seed=seed)
+            if not candidates:
+                tried.append(f"S={s_n},R={r_n} ({source}): no mapping")
+                continue
+            first_info = candidates[0][2]
+            sims: dict[str, float] = {}
+            for name, device_of, info in candidates:
+                plan = plan_from_mapping(problem, pt.stage_of, device_of)
+                ev = evaluate(problem, plan)
+                sims[name] = ev.objective
+                # infeasible plans (memory) rank after feasible ones, then by simulated time
+                key = (0 if ev.feasible else 1, ev.objective)
+                if best is None or key < best[0]:
+                    best = (key, plan, {
+                        "stages": s_n, "replicas": r_n, "eq3_max_stage_time": pt.objective,
+                        "eq3_after_dp": pt.dp_objective, "hyper_ops": pt.n_hyper_ops,
+                        "ideals": pt.n_ideals, "refinement_moves": pt.n_moves,
+                        "eq3_op_level": part.objective, "partition_from": source,
+                        **first_info, "mapping_pick": name,
+                        "picked_eq5_max_stage_time": info["eq5_max_stage_time"]})
+            tried.append(f"S={s_n},R={r_n} ({source}): "
+                         + ", ".join(f"{n} {v:.6g}" for n, v in sims.items()))
     if best is None:
         if too_large is not None and len(tried) == sum("too large" in t for t in tried):
             raise too_large
@@ -318,29 +325,35 @@ def run_parmesan(
                             search_space=search_space, tried="; ".join(tried), **stats)
 
 
-def _with_layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n: int,
-                     mem: MemoryModel, refine_steps: int, max_ideals: int
-                     ) -> tuple[Phase1Result, bool]:
-    """``part`` or the refined layer-path partition, whichever has the smaller Eq. 3 time."""
+def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n: int,
+                mem: MemoryModel, refine_steps: int, max_ideals: int
+                ) -> list[tuple[str, Phase1Result]]:
+    """PipeDream's layer-path partition as phase-1 results on ``part``'s op DAG: refined, and
+    as it is when refinement moved something."""
     from dnnpart.baselines.pipedream import pipedream_problem
 
     contracted, _ = pipedream_problem(problem)
     layer = partition_ops(contracted.graph, s_n, n_dev, replicas=r_n, k=None, memory=mem,
                           refine_steps=0, max_ideals=max_ideals)
     if layer.stage_of is None or layer.replicas is None:
-        return part, False
-    atom_stage = np.empty(part.dag.n, dtype=np.int64)
-    atom_stage[part.atom] = layer.stage_of
-    moves = 0
-    if refine_steps > 0:
-        atom_stage, moves = refine(part.dag, atom_stage, layer.replicas, memory=mem,
-                                   max_steps=refine_steps)
-    value = float(stage_times(part.dag, atom_stage, layer.replicas).max())
-    if not value < part.objective:
-        return part, False
-    return dataclasses.replace(part, stage_of=atom_stage[part.atom], atom_stage=atom_stage,
-                               replicas=layer.replicas, objective=value,
-                               dp_objective=layer.objective, n_moves=moves), True
+        return []
+    start = np.empty(part.dag.n, dtype=np.int64)
+    start[part.atom] = layer.stage_of
+    reps = layer.replicas
+
+    def as_result(atom_stage: IntArray, moves: int) -> Phase1Result:
+        value = float(stage_times(part.dag, atom_stage, reps).max())
+        return dataclasses.replace(part, stage_of=atom_stage[part.atom], atom_stage=atom_stage,
+                                   replicas=reps, objective=value,
+                                   dp_objective=layer.objective, n_moves=moves)
+
+    if refine_steps == 0:
+        return [("layer path", as_result(start, 0))]
+    refined, moves = refine(part.dag, start.copy(), reps, memory=mem, max_steps=refine_steps)
+    out = [("layer path refined", as_result(refined, moves))]
+    if moves:
+        out.append(("layer path", as_result(start, 0)))
+    return out
 
 
 _SPACE = "pipelines of S stages x R replicas (chains of fronted subgraphs) mapped onto the accelerators"
