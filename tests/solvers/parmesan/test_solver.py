@@ -93,3 +93,10 @@ def test_too_few_ops_for_the_stages_is_infeasible() -> None:
     p = chain_problem([1.0, 1.0], n_accelerators=4).with_objective(PIPE)
     r = solve(p, "parmesan", stages=4, replicas=1)
     assert r.status is Status.INFEASIBLE and r.plan is None
+
+
+def test_parmesan_never_simulates_slower_than_pipedream(resnet: Problem) -> None:
+    for s_n, r_n in ((4, 2), (8, 1)):
+        pd = solve(resnet, "pipedream", stages=s_n, replicas=r_n)
+        ours = solve(resnet, "parmesan", stages=s_n, replicas=r_n, time_limit=10)
+        assert ours.objective <= pd.objective * (1 + 1e-12)
