@@ -309,7 +309,9 @@ def run_parmesan(
                         "ideals": pt.n_ideals, "refinement_moves": pt.n_moves,
                         "eq3_op_level": part.objective, "partition_from": source,
                         **first_info, "mapping_pick": name,
-                        "picked_eq5_max_stage_time": info["eq5_max_stage_time"]})
+                        "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
+                        "picked_mapping_status": info["mapping_status"],
+                        "picked_instantiation": info["instantiation"]})
             tried.append(f"S={s_n},R={r_n} ({source}): "
                          + ", ".join(f"{n} {v:.6g}" for n, v in sims.items()))
     if best is None:
