@@ -105,6 +105,6 @@ def test_module_that_fails_to_trace(tmp_path: Path, capsys: pytest.CaptureFixtur
         monkeypatch.undo()
     assert code == 2
     err = capsys.readouterr().err
-    assert "could not trace" in err and "ONNX" in err
+    assert "could not capture" in err and "ONNX" in err
     assert main(["import", "builtin:nosuchnet", "-o", str(tmp_path / "g.json")]) == 2
     assert main(["import", "module:untraceable_mod", "-o", str(tmp_path / "g.json")]) == 2

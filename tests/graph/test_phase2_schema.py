@@ -56,3 +56,25 @@ def test_arrays_follow_the_topological_renumbering() -> None:
 def test_bad_values_are_refused(field: str, value: list[float], match: str) -> None:
     with pytest.raises(InvalidGraphError, match=match):
         _reversed_chain(**{field: value})
+
+
+def test_synthesised_backward_keeps_phase2_arrays() -> None:
+    from dnnpart.graph import LayerAttrs, add_backward_pass
+
+    g = _reversed_chain(
+        memory_class=[RESIDUAL, 0, 0], param_bytes=[7, 0, 0], module_paths=["c", "b", "a"],
+        layer_attrs=LayerAttrs(kind=("z", "y", "x"), output_shape=((3,), (2,), (1,)),
+                               kernel=((),) * 3, stride=((),) * 3, padding=((),) * 3),
+    )
+    t = add_backward_pass(g)
+    fwd = t.forward_ops()
+    for v in range(t.n_nodes):
+        if t.is_backward[v]:
+            f = int(fwd[v])
+            assert t.names[v] == t.names[f] + "_grad"
+            assert t.module_paths[v] == t.module_paths[f]
+            assert t.layer_attrs.kind[v] == t.layer_attrs.kind[f]
+            assert t.node_param_bytes()[v] == 0
+        else:
+            assert fwd[v] == NO_FORWARD
+    assert t.node_param_bytes().sum() == 7

@@ -222,9 +222,9 @@ def test_pickled_member_is_refused(saved: Path) -> None:
         ({"version": None}, "version: missing"),
         (
             {"version": np.array(FORMAT_VERSION + 1)},
-            r"version: this dnnpart reads version 1, got 2 \(written by a newer",
+            r"version: this dnnpart reads versions 1, 2, got 3 \(written by a newer",
         ),
-        ({"version": np.array(0)}, "version: this dnnpart reads version 1, got 0$"),
+        ({"version": np.array(0)}, "version: this dnnpart reads versions 1, 2, got 0$"),
         ({"version": np.array("1")}, "version: expected an integer, got '1'"),
     ],
 )

@@ -22,6 +22,7 @@ from dnnpart.solvers import available_methods, get_method, solve
 
 
 def _problem(args: argparse.Namespace) -> Problem:
+    from dnnpart.cli.model_cmds import model_options
     from dnnpart.cost import resolve_cluster
     from dnnpart.io.plan_files import plan_cluster
 
@@ -32,7 +33,7 @@ def _problem(args: argparse.Namespace) -> Problem:
                           schedule=getattr(args, "schedule", "gpipe"),
                           microbatches=getattr(args, "microbatches", 4),
                           recompute=getattr(args, "recompute", False))
-    return load_problem(args.graph, cluster=cluster, objective=objective)
+    return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
 
 
 # -- info -------------------------------------------------------------------------------

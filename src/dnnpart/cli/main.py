@@ -24,7 +24,11 @@ EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="graph file (dnn-partitioning .json, native .npz) or zoo:NAME")
+    p.add_argument(
+        "graph",
+        help="graph file (dnn-partitioning .json, native .npz), zoo:NAME, or a model spec "
+        "(hf:ARCH[:K=V,...], builtin:NAME, module:PKG.MOD:CALLABLE, torchvision:NAME, FILE.onnx)",
+    )
     p.add_argument("--cluster", metavar="SPEC",
                    help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
                         "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
@@ -38,6 +42,7 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overlap", choices=("none", "compute-comm", "full-duplex"), default="none",
                    help="how transfers overlap compute (paper 1, appendix C.1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    model_cmds.add_model_spec_args(p)
 
 
 def _add_pipeline_args(p: argparse.ArgumentParser) -> None:

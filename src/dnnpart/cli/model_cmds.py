@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,29 +26,14 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_NO_PLAN = 0, 1
 DEFAULT_CLUSTER = "4xA100"
 MODEL_HELP = (
-    "FILE.onnx, builtin:NAME (resnet50, inception_v3, bert), torchvision:NAME or module:PKG.MOD:CALLABLE"
+    "FILE.onnx, builtin:NAME (resnet50, inception_v3, bert), torchvision:NAME, "
+    "hf:ARCH[:KEY=VALUE,...] (transformers config, e.g. hf:gpt2:n_layer=2) or module:PKG.MOD:CALLABLE"
 )
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="D0,D1,...",
-        help="shape of a model input (repeat once per input; default: the model's own)",
-    )
-    p.add_argument(
-        "--input-dtype",
-        choices=("float32", "float64", "int64", "int32"),
-        help="dtype of the example inputs of a torch model (default float32; int64 for bert)",
-    )
-    p.add_argument(
-        "--training",
-        action="store_true",
-        help="add the backward pass (2x forward time, colocated with its forward operator)",
-    )
+    add_model_spec_args(p)
     p.add_argument(
         "--cluster",
         default=DEFAULT_CLUSTER,
@@ -64,6 +50,72 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--repeats", type=int, default=10, help="timed runs when profiling (default 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def add_model_spec_args(p: argparse.ArgumentParser) -> None:
+    """Options of every command that accepts a model spec (``hf:``, ``builtin:``, ``.onnx``...)."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="D0,D1,...",
+        help="model specs: shape of a model input (repeat once per input; default: the model's own)",
+    )
+    p.add_argument(
+        "--input-dtype",
+        choices=("float32", "float64", "int64", "int32"),
+        help="model specs: dtype of the example inputs (default float32; int64 for text models)",
+    )
+    p.add_argument(
+        "--training",
+        action="store_true",
+        help="model specs: the training graph (torch: real autograd forward+backward; ONNX: "
+        "a synthesised backward, 2x forward time, colocated with its forward operator)",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam"),
+        help="with --training: add one update op per parameter (adam: 3x residual bytes)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "bf16", "fp16"),
+        default="fp32",
+        help="compute precision of the cost model: tensor-core peaks of the device presets, "
+        "and 2-byte tensors for bf16/fp16 (default fp32)",
+    )
+    p.add_argument(
+        "--frontend",
+        choices=("export", "fx"),
+        default="export",
+        help="torch capture: export (torch.export, one node per aten op; default) or fx (symbolic "
+        "tracing, one node per module call)",
+    )
+    p.add_argument(
+        "--config", metavar="FILE", help="hf: models: JSON object of config overrides (like KEY=VALUE)"
+    )
+    p.add_argument(
+        "--granularity",
+        choices=("op", "module"),
+        default="op",
+        help="one node per operator (default) or per run of operators called from one module",
+    )
+
+
+def model_options(args: argparse.Namespace) -> Any:
+    """The :class:`~dnnpart.frontends.sources.ModelOptions` of parsed arguments."""
+    from dnnpart.frontends.sources import ModelOptions, parse_shape
+
+    return ModelOptions(
+        input_shapes=tuple(parse_shape(s) for s in getattr(args, "input_shape", []) or []),
+        input_dtype=getattr(args, "input_dtype", None),
+        training=bool(getattr(args, "training", False)),
+        optimizer=getattr(args, "optimizer", None),
+        precision=getattr(args, "precision", "fp32"),
+        frontend=getattr(args, "frontend", "export"),
+        config_file=getattr(args, "config", None),
+        granularity=getattr(args, "granularity", "op"),
+    )
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -122,13 +174,20 @@ def _source(args: argparse.Namespace) -> ModelSource:
     from dnnpart.frontends.sources import parse_shape, resolve_model
 
     shapes = [parse_shape(s) for s in args.input_shape]
-    return resolve_model(args.model, input_shapes=shapes or None, input_dtype=args.input_dtype)
+    return resolve_model(
+        args.model,
+        input_shapes=shapes or None,
+        input_dtype=args.input_dtype,
+        frontend=getattr(args, "frontend", "export"),
+        config_file=getattr(args, "config", None),
+    )
 
 
 def _import(args: argparse.Namespace, out: Renderer) -> tuple[ModelSource, ImportedModel, PricedCluster]:
     from dnnpart.frontends.sources import import_source
 
     priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
+    priced = replace(priced, cost_model=priced.cost_model.with_precision(args.precision))
     source = _source(args)
     if args.repeats < 1:
         raise FormatError(f"--repeats {args.repeats}: expected >= 1")
@@ -140,6 +199,8 @@ def _import(args: argparse.Namespace, out: Renderer) -> tuple[ModelSource, Impor
             training=args.training,
             profile=args.profile,
             profile_repeats=args.repeats,
+            optimizer=getattr(args, "optimizer", None),
+            granularity=args.granularity,
         )
     for w in caught:
         out.note(f"warning: {w.message}")
@@ -155,6 +216,9 @@ def _summary(imported: ImportedModel, priced: PricedCluster) -> dict[str, Any]:
         "nodes": g.n_nodes,
         "edges": g.n_edges,
         "backward_nodes": int(g.is_backward.sum()),
+        "training_graph": "autograd" if imported.autograd else ("synthesised" if g.is_training else None),
+        "orphan_backward_nodes": list(imported.orphans),
+        "parameter_bytes": float(g.node_param_bytes().sum()),
         "gflops": imported.total_flops / 1e9,
         "cpu_time_ms": float(g.time_on("cpu").sum()),
         "cpu_time_source": "measured" if imported.measured else "estimated",
@@ -181,6 +245,12 @@ def _print_summary(s: dict[str, Any], out: Renderer) -> None:
     out.print(f"pricing: {s['pricing']}")
     if s["unknown_operator_types"]:
         out.print(f"[yellow]priced by bytes only (no cost formula):[/] {s['unknown_operator_types']}")
+    else:
+        out.print("every operator has a cost formula")
+    if s["orphan_backward_nodes"]:
+        orphans = s["orphan_backward_nodes"]
+        out.print(f"{len(orphans)} backward node(s) with no identified forward op (orphans): "
+                  f"{', '.join(orphans[:5])}{' ...' if len(orphans) > 5 else ''}")
 
 
 def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
@@ -190,6 +260,9 @@ def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
     g = imported.graph
     ops = imported.ir.ops
     for v, node in enumerate(data["nodes"]):
+        if imported.autograd:
+            node["flops"] = float(imported.flops[v])
+            continue
         oid = int(g.original_ids[v]) % len(ops) if g.is_backward[v] else int(g.original_ids[v])
         if not g.is_backward[v] and oid < len(ops):
             node["opType"] = ops[oid].op_type
@@ -209,6 +282,11 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "input_shapes": [list(s) for s in source.input_shapes],
         "input_dtype": source.input_dtype,
         "training": bool(args.training),
+        "optimizer": getattr(args, "optimizer", None),
+        "precision": getattr(args, "precision", "fp32"),
+        "granularity": getattr(args, "granularity", "op"),
+        "frontend": source.frontend,
+        "config": getattr(args, "config", None),
         "cluster": args.cluster,
         "specs": getattr(args, "specs", None),
     }
@@ -286,10 +364,23 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
 
 
 # -- export / run -------------------------------------------------------------------------
-def load_planned_model(path: str | Path) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any]:
-    """Re-import the model a plan file was made for; returns the traced module too (torch)."""
+def load_planned_model(
+    path: str | Path,
+) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any, dict[str, int]]:
+    """Re-import the model a plan file was made for.
+
+    Returns the source (with real weights), the imported model the plan refers to, the
+    problem, the plan, the graph module to run (torch; ``None`` otherwise) and the device of
+    every operator of that module.
+
+    A model planned on the meta device (``hf:``) is captured twice: once as planned, to read
+    the plan, and once with its seeded weights, to run. The two captures can differ in a few
+    layout-only nodes (``contiguous`` after a transpose whose strides the meta kernels report
+    differently); such a node runs where its producer runs (:func:`complete_placement`).
+    """
+    from dnnpart.export import operator_devices
     from dnnpart.frontends.build import price_model
-    from dnnpart.frontends.sources import import_source, resolve_model
+    from dnnpart.frontends.sources import capture, import_source, resolve_model
     from dnnpart.io import fields as f
     from dnnpart.io.plan_files import parse_plan
     from dnnpart.problem import Problem
@@ -299,38 +390,74 @@ def load_planned_model(path: str | Path) -> tuple[ModelSource, ImportedModel, Pr
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
-    source = resolve_model(
-        str(block["spec"]),
-        input_shapes=block.get("input_shapes") or None,
-        input_dtype=block.get("input_dtype"),
-    )
+    priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
+    options: dict[str, Any] = {
+        "input_shapes": block.get("input_shapes") or None,
+        "input_dtype": block.get("input_dtype"),
+        "frontend": str(block.get("frontend", "fx")),  # plans written before export was default
+        "config_file": block.get("config"),
+    }
+    training = bool(block.get("training"))
+    planned = resolve_model(str(block["spec"]), **options)
     gm = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # already reported at import time
-        if source.is_torch:
-            from dnnpart.frontends.fx_import import module_ir, trace
-
-            gm = trace(source.module, source.example_inputs, name=source.name)
-            imported = price_model(
-                module_ir(gm, name=source.name), priced.cost_model, training=bool(block.get("training"))
-            )
-        else:
+        if planned.is_torch and training and planned.frontend == "export":
+            gm, _ = capture(planned)
             imported = import_source(
-                source, cost_model=priced.cost_model, training=bool(block.get("training"))
+                planned, cost_model=priced.cost_model, training=True, optimizer=block.get("optimizer")
             )
+        elif planned.is_torch:
+            gm, ir = capture(planned)
+            imported = price_model(ir, priced.cost_model, training=training)
+        else:
+            imported = import_source(planned, cost_model=priced.cost_model, training=training)
+        if block.get("granularity") == "module":
+            from dnnpart.frontends.build import by_module
+
+            imported = by_module(imported)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
     plan = parse_plan(data, problem, str(path))
-    return source, imported, problem, plan, gm
+    device_of = operator_devices(imported, plan)
+    source = planned
+    if planned.is_torch and str(block["spec"]).startswith("hf:"):
+        # running needs weights: one seeded init, the same in every process
+        source = resolve_model(str(block["spec"]), materialize=True, **options)
+        gm, _ = capture(source)
+    if gm is not None:
+        device_of = complete_placement(gm, device_of)
+    return source, imported, problem, plan, gm, device_of
+
+
+def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
+    """Give every operator of ``gm`` missing from ``device_of`` its producer's device.
+
+    An operator without placed producers takes its first placed consumer's device (device 0
+    if it has none).
+    """
+    ops = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    placed = dict(device_of)
+    missing = []
+    for n in ops:
+        if n.name in placed:
+            continue
+        dev = next((placed[a.name] for a in n.all_input_nodes if a.name in placed), None)
+        if dev is None:
+            missing.append(n)
+        else:
+            placed[n.name] = dev
+    for n in reversed(missing):
+        placed[n.name] = next((placed[u.name] for u in n.users if u.name in placed), 0)
+    return {n.name: placed[n.name] for n in ops}
 
 
 def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
-    from dnnpart.export import operator_devices, pipelining_dict, placement_dict
+    from dnnpart.export import pipelining_dict, placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
-    source, imported, problem, plan, gm = load_planned_model(args.plan)
+    source, imported, problem, plan, gm, device_of = load_planned_model(args.plan)
     names = [d.name for d in problem.cluster.devices]
-    device_of = operator_devices(imported, plan)
     target = Path(args.out)
     info: dict[str, Any] = {"format": args.format, "out": str(target)}
     if args.format == "placement":
@@ -389,9 +516,7 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
 
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
-    from dnnpart.export import operator_devices
-
-    source, imported, problem, plan, gm = load_planned_model(args.plan)
+    source, _, problem, _, gm, device_of = load_planned_model(args.plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
     if args.microbatches < 1:
@@ -402,7 +527,7 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.export.stages import split_module
     from dnnpart.frontends.sources import example_inputs
 
-    program = split_module(gm, operator_devices(imported, plan))
+    program = split_module(gm, device_of)
     if args.nproc is not None and args.nproc < len(program.devices):
         raise FormatError(f"--nproc {args.nproc}: the plan uses {len(program.devices)} devices")
     batches = [
@@ -412,7 +537,9 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     outputs = run_distributed(program, batches, nproc=args.nproc)
     torch.set_num_threads(1)
     with torch.no_grad():
-        diffs = [_max_abs_diff(o, source.module(*mb)) for o, mb in zip(outputs, batches, strict=True)]
+        references = [source.module(*mb) for mb in batches]
+    diffs = [_max_abs_diff(o, r) for o, r in zip(outputs, references, strict=True)]
+    scale = max(_max_abs(r) for r in references)
     used = [problem.cluster.devices[d].name for d in program.devices]
     info = {
         "model": source.spec,
@@ -421,6 +548,8 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
         "stages": len(program.stages),
         "microbatches": len(batches),
         "max_abs_diff": max(diffs),
+        "max_abs_reference": scale,
+        "relative_diff": max(diffs) / scale if scale > 0 else max(diffs),
     }
     if out.json_mode:
         out.json(dumps(info))
@@ -428,9 +557,22 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
         out.print(
             f"ran {info['stages']} stages on {len(program.devices)} devices "
             f"({', '.join(used)}) in {info['processes']} gloo processes, "
-            f"{len(batches)} micro-batches; max |distributed - unpartitioned| = {info['max_abs_diff']:.3g}"
+            f"{len(batches)} micro-batches; max |distributed - unpartitioned| = {info['max_abs_diff']:.3g} "
+            f"({info['relative_diff']:.3g} x max |unpartitioned|)"
         )
     return EXIT_OK
+
+
+def _max_abs(a: Any) -> float:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return float(a.double().abs().max()) if a.numel() and a.is_floating_point() else 0.0
+    if isinstance(a, (list, tuple)):
+        return max((_max_abs(x) for x in a), default=0.0)
+    if isinstance(a, dict):
+        return max((_max_abs(x) for x in a.values()), default=0.0)
+    return 0.0
 
 
 def _max_abs_diff(a: Any, b: Any) -> float:

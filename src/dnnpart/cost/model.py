@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.cost.ops import Work
-from dnnpart.cost.specs import Catalog, DeviceSpec, LinkSpec, load_catalog
+from dnnpart.cost.specs import PRECISION_BYTES, PRECISIONS, Catalog, DeviceSpec, LinkSpec, load_catalog
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -27,7 +27,9 @@ TIME_UNIT = "ms"
 MS_PER_S = 1e3
 
 
-def roofline_time_s(flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, device: DeviceSpec) -> FloatArray:
+def roofline_time_s(
+    flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, device: DeviceSpec, precision: str = "fp32"
+) -> FloatArray:
     """Seconds per operator on ``device`` (vectorised).
 
     Examples
@@ -37,7 +39,7 @@ def roofline_time_s(flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, device: De
     >>> roofline_time_s([2e9, 0.0], [1e6, 1e9], d).round(6).tolist()  # compute-, memory-bound
     [0.002001, 0.010001]
     """
-    compute = np.asarray(flops, dtype=np.float64) / device.effective_flops
+    compute = np.asarray(flops, dtype=np.float64) / (device.peak_at(precision) * device.compute_efficiency)
     memory = np.asarray(bytes_moved, dtype=np.float64) / device.effective_bandwidth
     result: FloatArray = np.maximum(compute, memory) + device.launch_overhead_s
     return result
@@ -65,6 +67,9 @@ class CostModel:
     accelerator : the accelerator kind's spec.
     cpu : the CPU kind's spec.
     host_link : the reference link edges are priced on (accelerator <-> host DRAM).
+    precision : compute precision (``fp32``, ``tf32``, ``bf16``, ``fp16``): FLOPs run at the
+        device's peak for it, and tensors are stored at its width (``bytes_factor``: bytes
+        measured on an fp32 capture are scaled by ``bytes/element / 4``).
 
     Examples
     --------
@@ -79,6 +84,22 @@ class CostModel:
     accelerator: DeviceSpec
     cpu: DeviceSpec
     host_link: LinkSpec
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+    @property
+    def bytes_factor(self) -> float:
+        """Bytes per element at this precision over fp32's (what captures measure)."""
+        return PRECISION_BYTES[self.precision] / 4.0
+
+    def with_precision(self, precision: str) -> CostModel:
+        """The same devices and link at another precision."""
+        from dataclasses import replace
+
+        return replace(self, precision=precision)
 
     @classmethod
     def from_presets(
@@ -98,14 +119,16 @@ class CostModel:
         """``(n, 2)`` times in ms: column 0 on the CPU, column 1 on the accelerator."""
         flops = np.fromiter((w.flops for w in works), np.float64, len(works))
         moved = np.fromiter((w.bytes_moved for w in works), np.float64, len(works))
-        cpu = roofline_time_s(flops, moved, self.cpu)
-        acc = roofline_time_s(flops, moved, self.accelerator)
+        moved = moved * self.bytes_factor
+        cpu = roofline_time_s(flops, moved, self.cpu, self.precision)
+        acc = roofline_time_s(flops, moved, self.accelerator, self.precision)
         result: FloatArray = np.column_stack((cpu, acc)) * MS_PER_S
         return result
 
     def edge_costs_ms(self, n_bytes: npt.ArrayLike) -> FloatArray:
         """Transfer times in ms of tensors over the host link."""
-        result: FloatArray = transfer_time_s(n_bytes, self.host_link) * MS_PER_S
+        scaled = np.asarray(n_bytes, dtype=np.float64) * self.bytes_factor
+        result: FloatArray = transfer_time_s(scaled, self.host_link) * MS_PER_S
         return result
 
     def describe(self) -> str:
@@ -113,5 +136,5 @@ class CostModel:
         memory = f"{mem / 1e9:g} GB" if math.isfinite(mem) else "unbounded"
         return (
             f"accelerator {self.accelerator.name} ({memory}), CPU {self.cpu.name}, "
-            f"host link {self.host_link.name}; times in {TIME_UNIT}"
+            f"host link {self.host_link.name}, {self.precision}; times in {TIME_UNIT}"
         )

@@ -66,6 +66,22 @@ PER_ELEMENT_FLOPS: dict[str, float] = {
     "mse_loss": 3,
     "l1_loss": 3,
     "bce_loss": 6,
+    "sin": 4,
+    "cos": 4,
+    # backward kernels of training graphs (our estimates, per element of the input gradient):
+    # layer norm's gradient recomputes the normalised input and two reductions.
+    "layernorm_backward": 12,
+    "batchnorm_backward": 10,
+    "softmax_backward": 4,
+    "log_softmax_backward": 4,
+    "tanh_backward": 3,
+    "sigmoid_backward": 3,
+    "gelu_backward": 12,
+    "silu_backward": 6,
+    "threshold_backward": 1,
+    "embedding_backward": 1,
+    "maxpool_backward": 1,
+    "avgpool_backward": 1,
 }
 #: Operators that only reinterpret a tensor (no data movement in a runtime with views).
 VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity", "dropout", "expand", "view"})
@@ -73,9 +89,16 @@ VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity", 
 COPY_OPS = frozenset(
     {"transpose", "concat", "split", "slice", "pad", "gather", "embedding", "contiguous", "tile", "chunk"}
 )
-#: Operators on metadata (shapes, sizes, tuple access): free.
+#: Operators on metadata (shapes, sizes, tuple access, runtime assertions): free.
 META_OPS = frozenset({"shape", "size", "getattr", "getitem", "constant", "constant_of_shape", "range"})
-WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear"})
+#: Operators that write a new tensor without reading one (``arange``, ``zeros``): bytes of the
+#: output written, no arithmetic.
+FILL_OPS = frozenset({"fill"})
+#: Operators deliberately priced by bytes moved only, as known: higher-order wrappers whose
+#: body export keeps as a submodule (its operators are not broken out; in the models we
+#: capture it wraps a handful of small element-wise ops, e.g. Llama's rotary table).
+BYTES_ONLY_OPS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
+WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear", "conv_backward"})
 POOL_OPS = frozenset({"maxpool", "avgpool"})
 REDUCE_OPS = frozenset({"global_pool", "reduce", "mean", "sum"})
 LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_loss"})
@@ -83,6 +106,7 @@ LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_l
 #: Every canonical operator type the model prices.
 CANONICAL = (
     frozenset(PER_ELEMENT_FLOPS) | VIEW_OPS | COPY_OPS | META_OPS | WEIGHTED_OPS | POOL_OPS | REDUCE_OPS
+    | FILL_OPS | BYTES_ONLY_OPS | frozenset({"attention"})
 )
 
 # Spellings (lower-cased) of ONNX, torch.nn modules and torch functions -> canonical type.
@@ -243,6 +267,80 @@ _SYNONYMS: dict[str, str] = {
     "bcewithlogitsloss": "bce_loss",
     "binary_cross_entropy": "bce_loss",
     "binary_cross_entropy_with_logits": "bce_loss",
+    # aten spellings (torch.export / make_fx graphs) not covered above
+    "_assert_tensor_metadata": "constant",
+    "_assert_scalar": "constant",
+    "sym_size": "size",
+    "alias": "view",
+    "_unsafe_view": "view",
+    "as_strided": "view",
+    "detach": "view",
+    "lift_fresh_copy": "contiguous",
+    "clone": "contiguous",
+    "copy": "contiguous",
+    "_to_copy": "cast",
+    "roll": "contiguous",
+    "index": "gather",
+    "index_put": "gather",
+    "slice_scatter": "contiguous",
+    "select_scatter": "contiguous",
+    "new_zeros": "fill",
+    "new_ones": "fill",
+    "new_empty": "fill",
+    "new_full": "fill",
+    "zeros": "fill",
+    "ones": "fill",
+    "empty": "fill",
+    "full": "fill",
+    "full_like": "fill",
+    "zeros_like": "fill",
+    "ones_like": "fill",
+    "empty_like": "fill",
+    "arange": "fill",
+    "scalar_tensor": "fill",
+    "__and__": "eq",
+    "__or__": "eq",
+    "bitwise_and": "eq",
+    "bitwise_or": "eq",
+    "bitwise_not": "eq",
+    "logical_not": "eq",
+    "logical_and": "eq",
+    "diff": "sub",
+    "cumsum": "add",
+    "_softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "_native_batch_norm_legit_no_training": "batchnorm",
+    "_native_batch_norm_legit_functional": "batchnorm",
+    "native_batch_norm": "batchnorm",
+    "native_layer_norm": "layernorm",
+    "_fused_rms_norm": "rmsnorm",
+    "_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "_scaled_dot_product_efficient_attention": "attention",
+    "_scaled_dot_product_flash_attention": "attention",
+    "max_pool2d_with_indices": "maxpool",
+    "_adaptive_avg_pool2d": "global_pool",
+    "mean_dim": "mean",
+    "square": "mul",
+    "sign": "abs",
+    "threshold": "relu",
+    "addbmm": "matmul",
+    "_safe_softmax": "softmax",
+    "constant_pad_nd": "pad",
+    "as_strided_": "view",
+    "copy_": "contiguous",
+    "slice_backward": "pad",
+    "select_backward": "pad",
+    "narrow_copy": "slice",
+    "native_layer_norm_backward": "layernorm_backward",
+    "native_batch_norm_backward": "batchnorm_backward",
+    "_native_batch_norm_legit_backward": "batchnorm_backward",
+    "_softmax_backward_data": "softmax_backward",
+    "_log_softmax_backward_data": "log_softmax_backward",
+    "embedding_dense_backward": "embedding_backward",
+    "max_pool2d_with_indices_backward": "maxpool_backward",
+    "avg_pool2d_backward": "avgpool_backward",
+    "_adaptive_avg_pool2d_backward": "avgpool_backward",
+    "convolution_backward": "conv_backward",
 }
 
 
@@ -329,12 +427,20 @@ def operator_work(spec: OpSpec) -> Work:
 
     if op in META_OPS:
         return Work(0.0, 0.0)
+    if op in FILL_OPS:
+        return Work(0.0, float(spec.itemsize * total_out))
+    if op in BYTES_ONLY_OPS:
+        return Work(0.0, moved)
     if op in VIEW_OPS:
         return Work(0.0, 0.0)
     if op in COPY_OPS:
         if op in ("gather", "embedding"):  # reads the rows it gathers, not the whole table
             return Work(0.0, float(spec.itemsize * 2 * total_out + 8 * sum(in_el[1:] or [0])))
         return Work(0.0, float(spec.itemsize * 2 * total_out))
+    if op == "conv_backward":  # gradients w.r.t. input and weights: two convolutions' worth
+        if not spec.weight_shapes or not in_el:
+            return Work(0.0, moved, known=False)
+        return Work(4.0 * in_el[0] * numel(spec.weight_shapes[0][1:]), moved)
     if op in ("conv", "conv_transpose"):
         if not spec.weight_shapes:
             return Work(0.0, moved, known=False)
@@ -379,3 +485,20 @@ def operator_work(spec: OpSpec) -> Work:
             per_elem *= max(1, len(spec.input_shapes) - 1)
         return Work(per_elem * float(out0), moved)
     return Work(0.0, moved, known=False)
+
+
+def aten_op_name(target: Any) -> str:
+    """The op name of a ``torch.ops.aten`` overload (``aten.addmm.default`` -> ``addmm``).
+
+    Python callables (``operator.getitem``) give their ``__name__``.
+
+    Examples
+    --------
+    >>> import operator
+    >>> aten_op_name(operator.getitem)
+    'getitem'
+    """
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return str(schema.name).split("::")[-1]
+    return str(getattr(target, "__name__", target))

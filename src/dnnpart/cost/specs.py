@@ -18,6 +18,9 @@ from dnnpart.errors import FormatError
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
+#: Compute precisions the cost model knows; bytes per element of each.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +38,8 @@ class DeviceSpec:
     launch_overhead_s : fixed time per operator (kernel launch / dispatch).
     default_link : link that joins several devices of this kind (``"4xA100"`` shorthand).
     host_link : link to host DRAM.
+    peak_flops_tf32, peak_flops_bf16, peak_flops_fp16 : dense tensor-core peaks for those
+        precisions (``None``: the device has no faster path; ``peak_flops`` applies).
 
     Examples
     --------
@@ -53,6 +58,9 @@ class DeviceSpec:
     launch_overhead_s: float = 0.0
     default_link: str = ""
     host_link: str = ""
+    peak_flops_tf32: float | None = None
+    peak_flops_bf16: float | None = None
+    peak_flops_fp16: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in (ACCELERATOR, CPU):
@@ -76,6 +84,21 @@ class DeviceSpec:
     def effective_flops(self) -> float:
         """Sustained FLOP/s: peak x compute efficiency."""
         return self.peak_flops * self.compute_efficiency
+
+    def peak_at(self, precision: str) -> float:
+        """Peak FLOP/s at ``precision`` (``fp32``, ``tf32``, ``bf16``, ``fp16``).
+
+        Examples
+        --------
+        >>> d = DeviceSpec(name="t", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
+        ...                peak_flops_bf16=8e12)
+        >>> d.peak_at("bf16"), d.peak_at("tf32")
+        (8000000000000.0, 1000000000000.0)
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        value = None if precision == "fp32" else getattr(self, f"peak_flops_{precision}")
+        return self.peak_flops if value is None else float(value)
 
     @property
     def effective_bandwidth(self) -> float:
@@ -159,6 +182,9 @@ _DEVICE_NUMBERS = (
     "compute_efficiency",
     "bandwidth_efficiency",
     "launch_overhead_s",
+    "peak_flops_tf32",
+    "peak_flops_bf16",
+    "peak_flops_fp16",
 )
 
 

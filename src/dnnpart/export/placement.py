@@ -21,7 +21,10 @@ def operator_devices(imported: ImportedModel, plan: Plan) -> dict[str, int]:
     """
     graph = imported.graph
     forward = np.flatnonzero(~graph.is_backward)
-    return {graph.names[v]: int(plan.assignment[v]) for v in forward}
+    devices = {graph.names[v]: int(plan.assignment[v]) for v in forward}
+    if imported.members is not None:  # a node of a --granularity module graph: its operators
+        devices = {op: dev for name, dev in devices.items() for op in imported.members.get(name, (name,))}
+    return devices
 
 
 def placement_dict(problem: Problem, imported: ImportedModel, plan: Plan) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import numpy.typing as npt
 
 from dnnpart.cost.model import CostModel
 from dnnpart.cost.ops import Work, operator_work
-from dnnpart.frontends.ir import ModelIR, top_level
-from dnnpart.graph.core import Graph, build_graph
+from dnnpart.frontends.ir import ModelIR, layer_key, top_level
+from dnnpart.graph.core import Graph, LayerAttrs, build_graph
 from dnnpart.graph.training import add_backward_pass
 
 FloatArray = npt.NDArray[np.float64]
@@ -37,7 +37,8 @@ class ImportedModel:
     graph : the priced graph (times in ms); the forward node with original id ``i`` is
         ``ir.ops[i]`` (and has its name).
     ir : the operators it was built from.
-    flops, bytes_moved : per forward operator, in ``ir.ops`` order.
+    flops, bytes_moved : per forward operator, in ``ir.ops`` order (per graph node for an
+        ``autograd`` graph).
     unknown_ops : operator types priced by bytes only, with their counts.
     cost_model : the pricing used.
     measured : whether the CPU column holds measured times (profiling) instead of estimates.
@@ -50,6 +51,13 @@ class ImportedModel:
     cost_model: CostModel
     unknown_ops: dict[str, int] = field(default_factory=dict)
     measured: bool = False
+    #: the graph is a real autograd training graph (``flops`` then has one entry per graph
+    #: node, in node order) rather than ``ir.ops`` priced and perhaps mirrored
+    autograd: bool = False
+    #: backward nodes of an autograd graph whose forward op could not be identified
+    orphans: tuple[str, ...] = ()
+    #: ``--granularity module``: graph node name -> the operator names it stands for
+    members: dict[str, tuple[str, ...]] | None = None
 
     @property
     def total_flops(self) -> float:
@@ -69,6 +77,21 @@ def op_works(ir: ModelIR) -> tuple[list[Work], dict[str, int]]:
     works = [operator_work(op.spec) for op in ir.ops]
     unknown = Counter(op.source_type for op, w in zip(ir.ops, works, strict=True) if not w.known)
     return works, dict(unknown)
+
+
+def layer_attributes(ir: ModelIR) -> LayerAttrs:
+    """Op kind (the source's type), output shape, kernel/stride/padding of every operator."""
+
+    def ints(value: object) -> tuple[int, ...]:
+        return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else ()
+
+    return LayerAttrs(
+        kind=tuple(op.source_type for op in ir.ops),
+        output_shape=tuple(op.spec.output_shapes[0] if op.spec.output_shapes else () for op in ir.ops),
+        kernel=tuple(ints(op.spec.attrs.get("kernel")) for op in ir.ops),
+        stride=tuple(ints(op.spec.attrs.get("stride")) for op in ir.ops),
+        padding=tuple(ints(op.spec.attrs.get("padding")) for op in ir.ops),
+    )
 
 
 def price_model(
@@ -129,11 +152,15 @@ def price_model(
                 src.append(source_op)
                 dst.append(j)
                 nbytes.append(float(ir.value_bytes.get(value, 0.0)))
-    weight = np.array([op.weight_bytes for op in ir.ops], dtype=np.float64)
-    output = np.array([op.output_bytes for op in ir.ops], dtype=np.float64)
+    # captures measure fp32 tensors; a lower --precision stores them narrower
+    scale = cost_model.bytes_factor
+    weight = np.array([op.weight_bytes for op in ir.ops], dtype=np.float64) * scale
+    output = np.array([op.output_bytes for op in ir.ops], dtype=np.float64) * scale
     layer_names: dict[str, int] = {}
+    # export graphs name deep paths ("transformer.h.3.attn"): a layer is a numbered block
+    key = layer_key if ir.source == "export" else top_level
     layers = [
-        layer_names.setdefault(top_level(op.module_path), len(layer_names)) if op.module_path else -1
+        layer_names.setdefault(key(op.module_path), len(layer_names)) if op.module_path else -1
         for op in ir.ops
     ]
     graph = build_graph(
@@ -143,11 +170,15 @@ def price_model(
         compute_time=times,
         edge_cost=cost_model.edge_costs_ms(nbytes) if nbytes else np.zeros(0),
         memory_bytes=weight + output,
-        edge_bytes=nbytes,
+        edge_bytes=np.asarray(nbytes, dtype=np.float64) * scale,
         layer_id=layers,
         names=[op.name for op in ir.ops],
         op_types=[op.op_type for op in ir.ops],
         duplicate_edges="sum",
+        param_bytes=weight,
+        output_bytes=output,
+        module_paths=[op.module_path for op in ir.ops],
+        layer_attrs=layer_attributes(ir),
     )
     if training:
         # build_graph renumbers topologically; ir.ops is topological, so the order is kept.
@@ -169,4 +200,29 @@ def price_model(
         cost_model=cost_model,
         unknown_ops=unknown,
         measured=measured,
+    )
+
+
+def by_module(imported: ImportedModel) -> ImportedModel:
+    """One node per run of consecutive operators called from the same module (``--granularity
+    module``), via :func:`dnnpart.graph.contract.contract_intervals`; ``members`` records which
+    operators each node stands for (so plans still map onto the captured program).
+    """
+    from dataclasses import replace
+
+    from dnnpart.graph.contract import consecutive_groups, contract_intervals
+
+    g = imported.graph
+    paths = g.module_paths or ("",) * g.n_nodes
+    group = consecutive_groups(list(paths))
+    contracted = contract_intervals(g, group)
+    members: dict[str, list[str]] = {}
+    first_name = [contracted.names[int(k)] for k in group]
+    for v in range(g.n_nodes):
+        members.setdefault(first_name[v], []).append(g.names[v])
+    flops = imported.flops
+    if imported.autograd:
+        flops = np.bincount(group, weights=imported.flops, minlength=contracted.n_nodes).astype(np.float64)
+    return replace(
+        imported, graph=contracted, flops=flops, members={k: tuple(v) for k, v in members.items()}
     )

@@ -47,7 +47,7 @@ class ModelIR:
     """Operators in topological order, the bytes of every value, the model's inputs/outputs."""
 
     name: str
-    source: str  # "fx" or "onnx"
+    source: str  # "fx", "export" or "onnx"
     ops: list[OpRecord] = field(default_factory=list)
     value_bytes: dict[str, float] = field(default_factory=dict)
     graph_inputs: tuple[str, ...] = ()
@@ -66,3 +66,18 @@ def top_level(module_path: str) -> str:
     for sep in ("/", "."):
         stripped = stripped.split(sep)[0]
     return stripped
+
+
+def layer_key(module_path: str) -> str:
+    """The numbered block a deep module path lies in (up to its first integer component).
+
+    Examples
+    --------
+    >>> layer_key("transformer.h.3.attn.c_proj"), layer_key("lm_head"), layer_key("")
+    ('transformer.h.3', 'lm_head', '')
+    """
+    parts = module_path.strip(".").split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return parts[0]

@@ -251,7 +251,7 @@ def model_ir(model: onnx.ModelProto, *, name: str) -> ModelIR:
                 outputs=tuple(x for x in node.output if x),
                 weight_bytes=weight_bytes,
                 output_bytes=out_bytes,
-                module_path=_module_path(node_name),
+                module_path=_scoped_module_path(node) or _module_path(node_name),
             )
         )
     if missing:
@@ -288,6 +288,31 @@ def _attributes(node: Any) -> dict[str, Any]:
         elif a.type == 1:  # FLOAT
             out[a.name] = float(a.f)
     return out
+
+
+#: Node metadata torch's dynamo ONNX exporter writes: the module scopes around the node.
+NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+
+
+def _scoped_module_path(node: Any) -> str:
+    """Innermost module of ``pkg.torch.onnx.name_scopes`` (``"['', 'h', 'h.0', 'addmm']"`` -> ``h.0``).
+
+    The value is a Python list literal; it is read with :func:`ast.literal_eval` (literals
+    only, never code). Absent or malformed metadata gives ``""``.
+    """
+    import ast
+
+    for prop in getattr(node, "metadata_props", ()):
+        if prop.key != NAME_SCOPES_KEY:
+            continue
+        try:
+            scopes = ast.literal_eval(prop.value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return ""
+        if isinstance(scopes, list) and len(scopes) >= 2 and all(isinstance(x, str) for x in scopes):
+            return str(scopes[-2])
+        return ""
+    return ""
 
 
 def _module_path(node_name: str) -> str:

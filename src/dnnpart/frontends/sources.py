@@ -8,10 +8,14 @@ Model specs:
 * ``torchvision:NAME`` -- ``torchvision.models.get_model(NAME, weights=None)``; where
   torchvision cannot be imported, the builtin model of the same name stands in (with a
   warning), since there is no CPU build of torchvision to install;
-* ``module:package.module:callable`` -- any importable callable returning an ``nn.Module``.
+* ``module:package.module:callable`` -- any importable callable returning an ``nn.Module``;
+* ``hf:ARCH[:KEY=VALUE,...]`` -- a HuggingFace ``transformers`` model built from its config
+  (:mod:`dnnpart.frontends.hf`), on the meta device unless ``materialize``.
 
 Torch models are put in eval mode and get deterministic random example inputs of the given
-shapes (defaults for the builtin models).
+shapes (defaults for the builtin and ``hf:`` models). They are captured with ``torch.export``
+(:mod:`dnnpart.frontends.export_import`, the default ``frontend="export"``); ``frontend="fx"``
+keeps the symbolic ``torch.fx`` tracer for modules it can follow (one node per module call).
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from dnnpart._optional import require
 from dnnpart.cost.model import CostModel
 from dnnpart.errors import FormatError, MissingDependencyError
 from dnnpart.frontends.build import ImportedModel
+from dnnpart.frontends.ir import ModelIR
 
 if TYPE_CHECKING:
     import torch
 
 DTYPES = ("float32", "float64", "int64", "int32")
+FRONTENDS = ("export", "fx")
 _TORCHVISION_STANDINS = {"resnet50": "resnet50", "inception_v3": "inception_v3"}
 
 
@@ -45,6 +51,9 @@ class ModelSource:
     onnx_path: Path | None = None
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     input_dtype: str = "float32"
+    frontend: str = "export"
+    #: wrapper attribute stripped from module paths (``model`` for ``hf:`` models)
+    strip_prefix: str = ""
 
     @property
     def is_torch(self) -> bool:
@@ -54,7 +63,69 @@ class ModelSource:
     def name(self) -> str:
         if self.onnx_path is not None:
             return self.onnx_path.stem
+        if self.spec.startswith("hf:"):
+            return self.spec[3:].split(":")[0]
         return self.spec.split(":")[-1]
+
+
+#: Spec prefixes that name a model (imported on the fly) rather than a graph file.
+MODEL_PREFIXES = ("builtin:", "torchvision:", "module:", "hf:")
+#: Cluster a model spec is priced for when the command names no cluster.
+DEFAULT_MODEL_CLUSTER = "4xA100"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelOptions:
+    """How to turn a model spec into a graph (the CLI's model options)."""
+
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    input_dtype: str | None = None
+    training: bool = False
+    optimizer: str | None = None
+    precision: str = "fp32"
+    frontend: str = "export"
+    config_file: str | None = None
+    granularity: str = "op"
+
+
+def is_model_spec(spec: str) -> bool:
+    """Whether ``spec`` names a model (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``).
+
+    Examples
+    --------
+    >>> is_model_spec("hf:gpt2"), is_model_spec("model.onnx"), is_model_spec("graph.json")
+    (True, True, False)
+    """
+    text = str(spec)
+    return text.startswith(MODEL_PREFIXES) or text.lower().endswith(".onnx")
+
+
+def import_model_spec(
+    spec: str, options: ModelOptions | None = None, *, cluster_spec: str = DEFAULT_MODEL_CLUSTER
+) -> tuple[ImportedModel, Any]:
+    """Import a model spec into a priced graph; returns it and the priced cluster it was priced for.
+
+    This is the one place where a GRAPH argument that names a model is resolved (the CLI's
+    ``info``, ``solve``, ``evaluate``, ``simulate`` go through
+    :func:`dnnpart.io.load_problem`, which calls it).
+    """
+    from dnnpart.cost.clusters import resolve_cluster
+
+    opts = options or ModelOptions()
+    priced = resolve_cluster(cluster_spec)
+    model = priced.cost_model.with_precision(opts.precision)
+    source = resolve_model(
+        spec,
+        input_shapes=list(opts.input_shapes) or None,
+        input_dtype=opts.input_dtype,
+        frontend=opts.frontend,
+        config_file=opts.config_file,
+    )
+    imported = import_source(
+        source, cost_model=model, training=opts.training, optimizer=opts.optimizer,
+        granularity=opts.granularity,
+    )
+    return imported, priced
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -85,8 +156,17 @@ def resolve_model(
     input_shapes: Sequence[Sequence[int]] | None = None,
     input_dtype: str | None = None,
     seed: int = 0,
+    frontend: str = "export",
+    config_file: str | Path | None = None,
+    materialize: bool = False,
 ) -> ModelSource:
-    """Resolve a model spec (see the module docstring); torch specs are built and given inputs."""
+    """Resolve a model spec (see the module docstring); torch specs are built and given inputs.
+
+    ``materialize`` builds ``hf:`` models with real (seeded) weights instead of on the meta
+    device, as running them needs; ``config_file`` holds ``hf:`` config overrides (JSON).
+    """
+    if frontend not in FRONTENDS:
+        raise FormatError(f"--frontend {frontend!r}: expected one of {', '.join(FRONTENDS)}")
     shapes = [tuple(int(d) for d in s) for s in (input_shapes or [])]
     if input_dtype is not None and input_dtype not in DTYPES:
         raise FormatError(f"--input-dtype {input_dtype!r}: expected one of {', '.join(DTYPES)}")
@@ -98,13 +178,26 @@ def resolve_model(
     kind, _, rest = spec.partition(":")
     if not rest:
         raise FormatError(
-            f"model {spec!r}: expected FILE.onnx, builtin:NAME, torchvision:NAME "
+            f"model {spec!r}: expected FILE.onnx, builtin:NAME, torchvision:NAME, hf:ARCH "
             "or module:PACKAGE.MODULE:CALLABLE"
         )
     require("torch", extra="torch", caller=f"model {spec!r}")
     default_shape: tuple[int, ...] | None = None
     dtype = input_dtype or "float32"
-    if kind == "builtin":
+    strip = ""
+    if kind == "hf":
+        from dnnpart.frontends.hf import INNER, build_hf_model
+
+        module, hf_shapes, default_dtype = build_hf_model(
+            spec, config_file=config_file, materialize=materialize, seed=seed
+        )
+        dtype = input_dtype or default_dtype
+        strip = INNER
+        if not shapes:
+            shapes = hf_shapes
+        if frontend == "fx":
+            raise FormatError(f"model {spec!r}: hf: models need the export frontend (--frontend export)")
+    elif kind == "builtin":
         module, default_shape, default_dtype = _builtin(rest)
         dtype = input_dtype or default_dtype
     elif kind == "torchvision":
@@ -112,19 +205,31 @@ def resolve_model(
     elif kind == "module":
         module = _from_callable(rest, spec)
     else:
-        raise FormatError(f"model {spec!r}: unknown kind {kind!r}; expected builtin, torchvision or module")
+        raise FormatError(
+            f"model {spec!r}: unknown kind {kind!r}; expected builtin, torchvision, hf or module"
+        )
     if not shapes:
         if default_shape is None:
             raise FormatError(f"model {spec!r}: pass --input-shape (e.g. --input-shape 1,3,224,224)")
         shapes = [default_shape]
     module.eval()
+    inputs = example_inputs(shapes, dtype, seed=seed, module=module)
+    if _on_meta(module):
+        inputs = tuple(x.to("meta") for x in inputs)
     return ModelSource(
         spec=spec,
         module=module,
         input_shapes=shapes,
         input_dtype=dtype,
-        example_inputs=example_inputs(shapes, dtype, seed=seed, module=module),
+        example_inputs=inputs,
+        frontend=frontend,
+        strip_prefix=strip,
     )
+
+
+def _on_meta(module: Any) -> bool:
+    first = next(iter(module.parameters()), None)
+    return first is not None and bool(first.is_meta)
 
 
 def example_inputs(
@@ -214,8 +319,38 @@ def import_source(
     profile: bool = False,
     profile_repeats: int = 10,
     profile_warmup: int = 3,
+    optimizer: str | None = None,
+    granularity: str = "op",
 ) -> ImportedModel:
-    """Import a resolved model through its frontend; ``profile`` measures CPU times."""
+    """Import a resolved model through its frontend; ``profile`` measures CPU times.
+
+    ``training`` on a torch model captured with ``torch.export`` gives the real autograd
+    graph (:mod:`dnnpart.frontends.training`), with ``optimizer`` (``sgd``/``adam``) update
+    ops; elsewhere (ONNX, fx) the backward pass is synthesised from the forward graph.
+    """
+    if optimizer is not None and not training:
+        raise FormatError(f"--optimizer {optimizer}: needs --training")
+    if granularity not in ("op", "module"):
+        raise FormatError(f"--granularity {granularity!r}: expected op or module")
+    imported = _import_source(
+        source, cost_model, training, profile, profile_repeats, profile_warmup, optimizer
+    )
+    if granularity == "module":
+        from dnnpart.frontends.build import by_module
+
+        imported = by_module(imported)
+    return imported
+
+
+def _import_source(
+    source: ModelSource,
+    cost_model: CostModel | None,
+    training: bool,
+    profile: bool,
+    profile_repeats: int,
+    profile_warmup: int,
+    optimizer: str | None,
+) -> ImportedModel:
     model = cost_model or CostModel.from_presets()
     if source.onnx_path is not None:
         from dnnpart.frontends.onnx_import import import_onnx
@@ -233,18 +368,58 @@ def import_source(
         elif training:
             imported = _reprice(imported, model, training, None)
         return imported
-    from dnnpart.frontends.fx_import import module_ir, trace
-
-    gm = trace(source.module, source.example_inputs, name=source.name)
-    ir = module_ir(gm, name=source.name)
+    gm, ir = capture(source)
+    if training and source.frontend == "export":
+        if profile:
+            raise FormatError("--profile measures forward operators; it does not apply to --training graphs")
+        return _autograd_model(source, gm, ir, model, optimizer)
+    if optimizer is not None:
+        raise FormatError(f"--optimizer {optimizer}: needs the export frontend (--frontend export)")
     times: Any = None
     if profile:
+        if _on_meta(source.module):
+            raise FormatError(f"model {source.spec!r}: --profile needs real weights, not a meta-device model")
         from dnnpart.frontends.profiling import profile_fx
 
         times = profile_fx(gm, source.example_inputs, ir, repeats=profile_repeats, warmup=profile_warmup)
     from dnnpart.frontends.build import price_model
 
     return price_model(ir, model, training=training, cpu_times_ms=times)
+
+
+def _autograd_model(
+    source: ModelSource, gm: Any, ir: ModelIR, model: CostModel, optimizer: str | None
+) -> ImportedModel:
+    import numpy as np
+
+    from dnnpart.frontends.training import training_graph
+
+    tg = training_graph(
+        gm, source.example_inputs, model, optimizer=optimizer, strip_prefix=source.strip_prefix
+    )
+    return ImportedModel(
+        graph=tg.graph,
+        ir=ir,
+        flops=tg.flops,
+        bytes_moved=np.zeros(tg.graph.n_nodes),
+        cost_model=model,
+        unknown_ops=tg.unknown_ops,
+        autograd=True,
+        orphans=tg.orphans,
+    )
+
+
+def capture(source: ModelSource) -> tuple[Any, ModelIR]:
+    """The graph module (what a partitioned run splits) and operators of a torch source."""
+    if source.frontend == "fx":
+        from dnnpart.frontends.fx_import import module_ir, trace
+
+        gm = trace(source.module, source.example_inputs, name=source.name)
+        return gm, module_ir(gm, name=source.name)
+    from dnnpart.frontends.export_import import export_graph_module, export_ir
+
+    gm = export_graph_module(source.module, source.example_inputs, name=source.name)
+    return gm, export_ir(gm, name=source.name, strip_prefix=source.strip_prefix)
 
 
 def _reprice(imported: ImportedModel, model: CostModel, training: bool, times: Any) -> ImportedModel:

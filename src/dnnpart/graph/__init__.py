@@ -27,6 +27,7 @@ from dnnpart.graph.core import (
     REFERENCE,
     RESIDUAL,
     Graph,
+    LayerAttrs,
     build_graph,
 )
 from dnnpart.graph.training import add_backward_pass, backward_partner
@@ -43,6 +44,7 @@ __all__ = [
     "RESIDUAL",
     "Graph",
     "GraphBuilder",
+    "LayerAttrs",
     "add_backward_pass",
     "ancestors",
     "backward_partner",

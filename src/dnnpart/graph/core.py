@@ -37,6 +37,74 @@ NO_PIN = -1
 NO_FORWARD = -1
 
 
+Shape = tuple[int, ...]
+
+#: Fields of :class:`LayerAttrs` that hold one integer tuple per node.
+LAYER_TUPLE_FIELDS: tuple[str, ...] = ("output_shape", "kernel", "stride", "padding")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerAttrs:
+    """Per-node layer attributes of a layer graph (what OptCNN-style cost models read).
+
+    One entry per node, in node order; an empty string / tuple means "not applicable or
+    unknown" (an element-wise op has no kernel). Generic on purpose: ``kind`` is the layer kind
+    as its producer names it (``"conv"``, ``"linear"``, ``"aten.convolution.default"``), and
+    the tuples are plain integers so any frontend can fill them.
+
+    Attributes
+    ----------
+    kind : op/layer kind per node.
+    output_shape : shape of the node's (first) output.
+    kernel, stride, padding : spatial kernel size, stride and padding (convolution, pooling).
+
+    Examples
+    --------
+    >>> a = LayerAttrs.empty(2)
+    >>> a.kind, a.kernel
+    (('', ''), ((), ()))
+    >>> a.take([1]).n_nodes
+    1
+    """
+
+    kind: tuple[str, ...]
+    output_shape: tuple[Shape, ...]
+    kernel: tuple[Shape, ...]
+    stride: tuple[Shape, ...]
+    padding: tuple[Shape, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.kind)
+        bad = [name for name in LAYER_TUPLE_FIELDS if len(getattr(self, name)) != n]
+        if bad:
+            raise InvalidGraphError(f"layer attributes have inconsistent lengths: {', '.join(bad)}")
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.kind)
+
+    @classmethod
+    def empty(cls, n: int) -> LayerAttrs:
+        """``n`` nodes with every attribute unknown."""
+        blank: tuple[Shape, ...] = ((),) * n
+        return cls(kind=("",) * n, output_shape=blank, kernel=blank, stride=blank, padding=blank)
+
+    def take(self, order: Sequence[int] | IntArray) -> LayerAttrs:
+        """The attributes of the nodes ``order`` (a permutation or selection), in that order."""
+        idx = [int(i) for i in order]
+        return LayerAttrs(
+            kind=tuple(self.kind[i] for i in idx),
+            **{name: tuple(getattr(self, name)[i] for i in idx) for name in LAYER_TUPLE_FIELDS},
+        )
+
+    def concat(self, other: LayerAttrs) -> LayerAttrs:
+        """These nodes followed by ``other``'s."""
+        return LayerAttrs(
+            kind=self.kind + other.kind,
+            **{name: getattr(self, name) + getattr(other, name) for name in LAYER_TUPLE_FIELDS},
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)  # eq=False: arrays do not compare to bool
 class Graph:
     """Immutable DAG with costs; node ids are a topological order.
@@ -70,6 +138,7 @@ class Graph:
     forward_of : node index of the forward op a backward op differentiates,
         :data:`NO_FORWARD` = none. Constrains nothing by itself.
     module_paths : module path per node (e.g. ``"h.3.attn"``), ``""`` when unknown.
+    layer_attrs : :class:`LayerAttrs` (op kind, output shape, kernel/stride/padding).
 
     Examples
     --------
@@ -105,6 +174,7 @@ class Graph:
     pin: Int8Array | None = None
     forward_of: IntArray | None = None
     module_paths: tuple[str, ...] | None = None
+    layer_attrs: LayerAttrs | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -127,6 +197,7 @@ class Graph:
             "names": len(self.names) == n,
             "op_types": self.op_types is None or len(self.op_types) == n,
             "module_paths": self.module_paths is None or len(self.module_paths) == n,
+            "layer_attrs": self.layer_attrs is None or self.layer_attrs.n_nodes == n,
         }
         for name in ("memory_class", "param_bytes", "output_bytes", "pin", "forward_of"):
             arr = getattr(self, name)
@@ -288,6 +359,7 @@ def build_graph(
     pin: npt.ArrayLike | None = None,
     forward_of: npt.ArrayLike | None = None,
     module_paths: Sequence[str] | None = None,
+    layer_attrs: LayerAttrs | None = None,
 ) -> Graph:
     """Validate node/edge arrays given with original ids and build a topological :class:`Graph`.
 
@@ -299,8 +371,8 @@ def build_graph(
     edge_cost : per-edge transfer time at the reference link.
     duplicate_edges : ``"error"`` (default) or ``"sum"`` (merge parallel edges, adding costs
         and bytes, as when two tensors flow between the same pair of operators).
-    memory_class, param_bytes, output_bytes, pin, module_paths : optional phase-2 arrays
-        in input order (see :class:`Graph`); ``None`` leaves them absent.
+    memory_class, param_bytes, output_bytes, pin, module_paths, layer_attrs : optional
+        phase-2 arrays in input order (see :class:`Graph`); ``None`` leaves them absent.
     forward_of : optional original id of the forward op each node differentiates, ``-1``
         for none; stored as node indices.
 
@@ -437,7 +509,14 @@ def build_graph(
         pin=optional(pin, np.int8),
         forward_of=forward_idx,
         module_paths=None if module_paths is None else tuple(module_paths[i] for i in topo),
+        layer_attrs=None if layer_attrs is None else _checked_layers(layer_attrs, n).take(topo),
     )
+
+
+def _checked_layers(attrs: LayerAttrs, n: int) -> LayerAttrs:
+    if attrs.n_nodes != n:
+        raise InvalidGraphError(f"layer_attrs: expected {n} nodes, got {attrs.n_nodes}")
+    return attrs
 
 
 def _float_array(

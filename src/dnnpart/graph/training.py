@@ -11,10 +11,12 @@ share a colocation class.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.graph.core import NO_CLASS, Graph, build_graph
+from dnnpart.graph.core import NO_CLASS, NO_FORWARD, Graph, build_graph
 
 #: Suffix of a backward node's name (and op type) after its forward partner's.
 GRAD_SUFFIX = "_grad"
@@ -47,6 +49,11 @@ def add_backward_pass(
     and bytes (the gradient of an activation has the activation's shape). Each forward sink
     ``s`` gets an edge ``s -> s_grad`` where the loss turns around; its cost and bytes are 0
     because the pair is colocated, so that tensor never crosses a device boundary.
+
+    Phase-2 arrays the forward graph carries are kept: every backward node gets
+    ``forward_of`` = its forward partner (set even when the forward graph had none), the
+    partner's module path, pin and layer attributes; ``param_bytes`` 0 and ``memory_class``
+    ``normal`` (gradients are activations of the backward pass); ``output_bytes`` its memory.
 
     Backward original ids are ``original_id + id_offset`` with
     ``id_offset = max(original_ids) - min(original_ids) + 1`` (ids ``0..n-1`` map to
@@ -124,6 +131,10 @@ def add_backward_pass(
             graph.op_types[v] + GRAD_SUFFIX if graph.op_types[v] else "" for v in mirror
         )
 
+    def doubled(arr: npt.NDArray[Any] | None, backward: npt.ArrayLike) -> npt.ArrayLike | None:
+        return None if arr is None else np.concatenate((arr, np.asarray(backward, arr.dtype)))
+
+    zeros = np.zeros(n)
     return build_graph(
         np.concatenate((ids, bw_ids)),
         edge_src,
@@ -140,6 +151,15 @@ def add_backward_pass(
         names=names,
         op_types=op_types,
         device_kinds=graph.device_kinds,
+        memory_class=doubled(graph.memory_class, np.zeros(n, np.int8)),
+        param_bytes=doubled(graph.param_bytes, zeros),
+        output_bytes=doubled(graph.output_bytes, bw_memory[mirror]),
+        pin=None if graph.pin is None else np.concatenate((graph.pin, graph.pin[mirror])),
+        forward_of=np.concatenate((np.full(n, NO_FORWARD, np.int64), ids[mirror])),
+        module_paths=None if graph.module_paths is None
+        else graph.module_paths + tuple(graph.module_paths[v] for v in mirror),
+        layer_attrs=None if graph.layer_attrs is None
+        else graph.layer_attrs.concat(graph.layer_attrs.take(mirror)),
     )
 
 

@@ -5,6 +5,15 @@ One object with ``maxSizePerFPGA`` (accelerator memory, bytes), ``maxFPGAs`` (k)
 ``isBackwardNode``, optional ``colorClass``, ``size``, ``name``, ``layerId``) and ``edges[]``
 (``sourceId``, ``destId``, ``cost``). Times are in the file's unit (milliseconds in the
 published workloads); dnnpart keeps them as they are.
+
+dnnpart's own extension (format version 2, written as ``"dnnpartFormatVersion": 2``; files
+without it are version 1 and load unchanged) adds optional per-node fields, each absent =
+the Graph array is ``None``: ``opType``, ``modulePath``, ``memoryClass`` (one of
+``normal``/``residual``/``reference``/``control``), ``paramBytes``, ``outputBytes``, ``pin``
+(a device-kind name, ``cpu`` or ``accelerator``), ``forwardOf`` (the original id of the
+forward node a backward node differentiates) and ``layer`` (``{"kind", "outputShape",
+"kernel", "stride", "padding"}``, lists of integers). A field given on some nodes only takes
+its default on the others.
 """
 
 from __future__ import annotations
@@ -21,11 +30,25 @@ import numpy as np
 from dnnpart.devices.cluster import Cluster
 from dnnpart.devices.presets import reference_cluster
 from dnnpart.errors import FormatError, InvalidGraphError
-from dnnpart.graph.core import NO_CLASS, Graph, build_graph
+from dnnpart.graph.core import (
+    LAYER_TUPLE_FIELDS,
+    MEMORY_CLASSES,
+    NO_CLASS,
+    NO_FORWARD,
+    NO_PIN,
+    Graph,
+    LayerAttrs,
+    build_graph,
+)
 from dnnpart.io import fields as f
 from dnnpart.problem import Objective, Problem
 
 CLUSTER_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
+#: Version of dnnpart's extension this module writes; files without the key are version 1.
+JSON_FORMAT_VERSION = 2
+VERSION_KEY = "dnnpartFormatVersion"
+_LAYER_KEYS = {"output_shape": "outputShape", "kernel": "kernel", "stride": "stride",
+               "padding": "padding"}
 
 
 def looks_like_reference(data: Any) -> bool:
@@ -66,6 +89,13 @@ def parse_graph(data: Any, source: str = "<data>") -> Graph:
     src = f.column(edges, "edges", "sourceId", f.integer)
     dst = f.column(edges, "edges", "destId", f.integer)
     cost = f.column(edges, "edges", "cost", f.number)
+    version = root.get(VERSION_KEY, 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= JSON_FORMAT_VERSION:
+        raise FormatError(f"{VERSION_KEY}: expected an integer 1..{JSON_FORMAT_VERSION}, got "
+                          f"{f.describe(version)}")
+    extra = _phase2_columns(nodes)
+    ebytes = f.column(edges, "edges", "bytes", f.number, default=math.nan) if any(
+        "bytes" in e for e in edges) else None
 
     seen: dict[int, int] = {}
     for i, node_id in enumerate(ids):
@@ -88,9 +118,107 @@ def parse_graph(data: Any, source: str = "<data>") -> Graph:
             color_class=color,
             layer_id=layer,
             names=[str(i) if n is None else n for i, n in zip(ids, names, strict=True)],
+            edge_bytes=ebytes,
+            **extra,
         )
     except InvalidGraphError as exc:
         raise FormatError(f"{source}: {exc}") from None
+
+
+def _phase2_columns(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The optional version-2 node fields as build_graph keyword arguments."""
+    def has(key: str) -> bool:
+        return any(key in n for n in nodes)
+
+    out: dict[str, Any] = {}
+    if has("opType"):
+        out["op_types"] = f.column(nodes, "nodes", "opType", f.text, default="")
+    if has("modulePath"):
+        out["module_paths"] = f.column(nodes, "nodes", "modulePath", f.text, default="")
+    if has("memoryClass"):
+        out["memory_class"] = f.column(nodes, "nodes", "memoryClass", _memory_class, default=0)
+    if has("paramBytes"):
+        out["param_bytes"] = f.column(nodes, "nodes", "paramBytes", f.number, default=0.0)
+    if has("outputBytes"):
+        sizes = f.column(nodes, "nodes", "size", f.number, default=0.0)
+        out["output_bytes"] = [
+            f.number(n["outputBytes"], f"nodes[{i}].outputBytes") if "outputBytes" in n else sizes[i]
+            for i, n in enumerate(nodes)
+        ]
+    if has("pin"):
+        out["pin"] = f.column(nodes, "nodes", "pin", _pin, default=NO_PIN)
+    if has("forwardOf"):
+        out["forward_of"] = f.column(nodes, "nodes", "forwardOf", _optional_id, default=NO_FORWARD)
+    if has("layer"):
+        out["layer_attrs"] = _layer_attrs(nodes)
+    return out
+
+
+def _memory_class(value: Any, where: str) -> int:
+    if value not in MEMORY_CLASSES:
+        raise FormatError(f"{where}: expected one of {', '.join(MEMORY_CLASSES)}, got "
+                          f"{f.describe(value)}")
+    return MEMORY_CLASSES.index(value)
+
+
+def _pin(value: Any, where: str) -> int:
+    if value is None:
+        return NO_PIN
+    if value not in DEVICE_KIND_NAMES:
+        raise FormatError(f"{where}: expected null or one of {', '.join(DEVICE_KIND_NAMES)}, got "
+                          f"{f.describe(value)}")
+    return DEVICE_KIND_NAMES.index(value)
+
+
+def _optional_id(value: Any, where: str) -> int:
+    return NO_FORWARD if value is None else f.integer(value, where)
+
+
+def _int_tuple(value: Any, where: str) -> tuple[int, ...]:
+    items = f.require_list(value, where)
+    return tuple(f.integer(x, f"{where}[{i}]") for i, x in enumerate(items))
+
+
+def _layer_attrs(nodes: list[dict[str, Any]]) -> LayerAttrs:
+    n = len(nodes)
+    kinds = [""] * n
+    tuples: dict[str, list[tuple[int, ...]]] = {name: [()] * n for name in LAYER_TUPLE_FIELDS}
+    for i, node in enumerate(nodes):
+        if "layer" not in node:
+            continue
+        layer = f.require_mapping(node["layer"], f"nodes[{i}].layer")
+        kinds[i] = f.text(layer.get("kind", ""), f"nodes[{i}].layer.kind")
+        for name, key in _LAYER_KEYS.items():
+            if key in layer:
+                tuples[name][i] = _int_tuple(layer[key], f"nodes[{i}].layer.{key}")
+    return LayerAttrs(kind=tuple(kinds), **{k: tuple(v) for k, v in tuples.items()})
+
+
+def phase2_node_fields(g: Graph, v: int) -> dict[str, Any]:
+    """The version-2 fields of node ``v`` that ``g`` carries (for writers)."""
+    node: dict[str, Any] = {}
+    if g.op_types is not None:
+        node["opType"] = g.op_types[v]
+    if g.module_paths is not None:
+        node["modulePath"] = g.module_paths[v]
+    if g.memory_class is not None:
+        node["memoryClass"] = MEMORY_CLASSES[int(g.memory_class[v])]
+    if g.param_bytes is not None:
+        node["paramBytes"] = float(g.param_bytes[v])
+    if g.output_bytes is not None:
+        node["outputBytes"] = float(g.output_bytes[v])
+    if g.pin is not None:
+        pin = int(g.pin[v])
+        node["pin"] = None if pin == NO_PIN else g.device_kinds[pin]
+    if g.forward_of is not None:
+        fwd = int(g.forward_of[v])
+        node["forwardOf"] = None if fwd == NO_FORWARD else int(g.original_ids[fwd])
+    if g.layer_attrs is not None:
+        a = g.layer_attrs
+        node["layer"] = {"kind": a.kind[v]} | {
+            key: list(getattr(a, name)[v]) for name, key in _LAYER_KEYS.items()
+        }
+    return node
 
 
 def parse_cluster(data: Any) -> Cluster | None:
@@ -165,13 +293,20 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             node["colorClass"] = int(g.color_class[v])
         if g.layer_id[v] != NO_CLASS:
             node["layerId"] = int(g.layer_id[v])
+        node.update(phase2_node_fields(g, v))
         nodes.append(node)
     src = g.original_ids[g.edge_sources()]
     dst = g.original_ids[g.succ_idx]
-    edges = [{"sourceId": int(s), "destId": int(t), "cost": float(w)}
-             for s, t, w in zip(src, dst, g.edge_cost, strict=True)]
+    edges: list[dict[str, Any]] = [
+        {"sourceId": int(s), "destId": int(t), "cost": float(w)}
+        for s, t, w in zip(src, dst, g.edge_cost, strict=True)
+    ]
+    for edge, b in zip(edges, g.edge_bytes.tolist(), strict=True):
+        if b == b:  # not nan: the bytes are known
+            edge["bytes"] = b
     memory = acc_mem.pop() if acc_mem else 0.0
     return {
+        VERSION_KEY: JSON_FORMAT_VERSION,
         "maxSizePerFPGA": memory if math.isfinite(memory) else 1e300,
         "maxFPGAs": c.n_accelerators,
         "maxCPUs": c.n_cpus,
@@ -198,6 +333,10 @@ def write_json_atomic(data: Any, path: str | Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: Device-kind names a JSON ``pin`` may name (the Graph's default columns).
+DEVICE_KIND_NAMES = ("cpu", "accelerator")
 
 
 def _optional_int(value: Any, where: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError
@@ -10,13 +11,29 @@ from dnnpart.io import fields as f
 from dnnpart.io.dnn_partitioning import looks_like_reference, parse_problem
 from dnnpart.problem import Objective, Problem
 
+if TYPE_CHECKING:
+    from dnnpart.frontends.sources import ModelOptions
+
+
+#: ModelOptions fields a graph file or zoo: example cannot honour, and their CLI flags.
+_MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype", "training": "--training",
+                "optimizer": "--optimizer", "precision": "--precision", "config_file": "--config",
+                "granularity": "--granularity"}
+
 
 def load_problem(
-    spec: str | Path, *, cluster: Cluster | None = None, objective: Objective | None = None
+    spec: str | Path,
+    *,
+    cluster: Cluster | None = None,
+    objective: Objective | None = None,
+    model: ModelOptions | None = None,
 ) -> Problem:
-    """Load ``zoo:NAME`` (built-in example), a dnn-partitioning ``.json`` or a native ``.npz``.
+    """Load ``zoo:NAME`` (built-in example), a dnn-partitioning ``.json``, a native ``.npz``, or
+    a model spec (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``) imported on
+    the fly with ``model``'s options.
 
-    ``cluster`` replaces the cluster the source carries; a native graph file carries none.
+    ``cluster`` replaces the cluster the source carries; a native graph file carries none, and a
+    model spec is priced for, and by default placed on, 4 A100s and a host CPU.
 
     Examples
     --------
@@ -26,6 +43,28 @@ def load_problem(
     dnnpart.errors.FormatError: nowhere.json: no such file
     """
     text = str(spec)
+    from dnnpart.frontends.sources import is_model_spec
+
+    if is_model_spec(text):
+        from dnnpart.frontends.sources import import_model_spec
+
+        imported, priced = import_model_spec(text, model)
+        return Problem(
+            graph=imported.graph,
+            cluster=cluster or priced.cluster,
+            objective=objective or Objective(),
+            name=imported.ir.name,
+        )
+    if model is not None:
+        from dnnpart.frontends.sources import ModelOptions
+
+        defaults = ModelOptions()
+        used = [flag for name, flag in _MODEL_FLAGS.items()
+                if getattr(model, name) != getattr(defaults, name)]
+        if used:
+            flags = ", ".join(used)
+            raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
+                              f".onnx), not to {text}")
     if text.startswith("zoo:"):
         from dnnpart.zoo import load_example
 

@@ -24,6 +24,15 @@ member              dtype      shape       meaning
 ``op_types_offsets`` int64     ``(n+1,)``  optional, present together with ``op_types_blob``
 ==================  =========  ==========  =================================================
 
+Version 2 adds the optional phase-2 members (each absent = the array is ``None`` on the
+:class:`~dnnpart.graph.core.Graph`): ``memory_class`` (int8), ``param_bytes`` and
+``output_bytes`` (float64), ``pin`` (int8), ``forward_of`` (int64 node indices), all ``(n,)``;
+``module_paths_blob``/``module_paths_offsets`` (strings, as for names); and the layer-attribute
+table as ``layer_kind_blob``/``layer_kind_offsets`` plus, for each of ``output_shape``,
+``kernel``, ``stride`` and ``padding``, ``layer_FIELD_values`` (int64, all tuples concatenated)
+and ``layer_FIELD_offsets`` (int64 ``(n+1,)``). Version-1 files (which have none of these)
+still load.
+
 Design choices (measured on a 200,000-node / 1,000,000-edge graph, see
 ``benchmarks/graph_scale.py``):
 
@@ -46,6 +55,7 @@ field.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import zipfile
@@ -57,14 +67,16 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.errors import FormatError, InvalidGraphError
-from dnnpart.graph.core import Graph
+from dnnpart.graph.core import LAYER_TUPLE_FIELDS, Graph, LayerAttrs
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load_graph", "save_graph"]
 
 #: Marker stored in every file as the ``format`` member.
 FORMAT_NAME = "dnnpart.graph"
-#: Version this module writes; :func:`load_graph` reads exactly this version.
-FORMAT_VERSION = 1
+#: Version this module writes; :func:`load_graph` reads this and every earlier version.
+FORMAT_VERSION = 2
+#: Versions :func:`load_graph` reads.
+READABLE_VERSIONS = (1, 2)
 
 # member -> (dtype, shape spec); "n"/"m"/"k" are node, edge and device-kind counts, "n+1" the
 # CSR offset length, "b" any length (a byte blob).
@@ -85,6 +97,15 @@ _REQUIRED: dict[str, tuple[np.dtype[Any], tuple[str, ...]]] = {
 _OPTIONAL: dict[str, tuple[np.dtype[Any], tuple[str, ...]]] = {
     "op_types_blob": (np.dtype(np.uint8), ("b",)),
     "op_types_offsets": (np.dtype(np.int64), ("n+1",)),
+}
+
+# Version-2 optional per-node arrays: member -> dtype, each of shape (n,).
+_PHASE2: dict[str, np.dtype[Any]] = {
+    "memory_class": np.dtype(np.int8),
+    "param_bytes": np.dtype(np.float64),
+    "output_bytes": np.dtype(np.float64),
+    "pin": np.dtype(np.int8),
+    "forward_of": np.dtype(np.int64),
 }
 
 # What a damaged archive raises while numpy/zipfile read it; all become FormatError.
@@ -133,6 +154,21 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], *, compress: bool = F
     arrays["names_blob"], arrays["names_offsets"] = _encode_strings(graph.names)
     if graph.op_types is not None:
         arrays["op_types_blob"], arrays["op_types_offsets"] = _encode_strings(graph.op_types)
+    for name in _PHASE2:
+        value = getattr(graph, name)
+        if value is not None:
+            arrays[name] = value
+    if graph.module_paths is not None:
+        arrays["module_paths_blob"], arrays["module_paths_offsets"] = _encode_strings(
+            graph.module_paths
+        )
+    if graph.layer_attrs is not None:
+        attrs = graph.layer_attrs
+        arrays["layer_kind_blob"], arrays["layer_kind_offsets"] = _encode_strings(attrs.kind)
+        for name in LAYER_TUPLE_FIELDS:
+            arrays[f"layer_{name}_values"], arrays[f"layer_{name}_offsets"] = _encode_tuples(
+                getattr(attrs, name)
+            )
 
     # A unique name created with O_EXCL cannot collide with a concurrent writer, and os.open's
     # mode (filtered by the umask) gives the final file ordinary permissions, unlike mkstemp's
@@ -245,6 +281,7 @@ def _graph_from_archive(archive: np.lib.npyio.NpzFile, path: Path) -> Graph:
         _decode_strings(arrays["op_types_blob"], arrays["op_types_offsets"], "op_types", path)
         if all(has_ops) else None
     )
+    phase2 = _read_phase2(archive, members, n, path)
     pred_ptr, pred_idx, pred_edge = _predecessors(n, succ_ptr, succ_idx)
     try:
         return Graph(
@@ -264,6 +301,7 @@ def _graph_from_archive(archive: np.lib.npyio.NpzFile, path: Path) -> Graph:
             names=names,
             op_types=op_types,
             device_kinds=device_kinds,
+            **phase2,
         )
     except InvalidGraphError as exc:
         raise FormatError(f"{path}: invalid graph: {exc}") from None
@@ -280,10 +318,73 @@ def _check_markers(archive: np.lib.npyio.NpzFile, members: set[str], path: Path)
     version = _read(archive, "version", path)
     if version.dtype.kind not in "iu" or version.shape != ():
         raise FormatError(f"{path}: version: expected an integer, got {_show(version)}")
-    if int(version) != FORMAT_VERSION:
+    if int(version) not in READABLE_VERSIONS:
         newer = " (written by a newer dnnpart)" if int(version) > FORMAT_VERSION else ""
-        raise FormatError(f"{path}: version: this dnnpart reads version {FORMAT_VERSION}, "
-                          f"got {int(version)}{newer}")
+        raise FormatError(f"{path}: version: this dnnpart reads versions "
+                          f"{', '.join(map(str, READABLE_VERSIONS))}, got {int(version)}{newer}")
+
+
+def _read_phase2(
+    archive: np.lib.npyio.NpzFile, members: set[str], n: int, path: Path
+) -> dict[str, Any]:
+    """The optional version-2 members as Graph keyword arguments (absent ones left out)."""
+    found: dict[str, Any] = {}
+    for name, dtype in _PHASE2.items():
+        if name in members:
+            arr = _read_typed(archive, name, dtype, path)
+            if arr.shape != (n,):
+                raise FormatError(f"{path}: {name}: expected shape ({n},) (n), got {arr.shape}")
+            found[name] = arr
+    paths = _read_string_pair(archive, members, "module_paths", n, path)
+    if paths is not None:
+        found["module_paths"] = paths
+    kinds = _read_string_pair(archive, members, "layer_kind", n, path)
+    tuples = {
+        name: _read_tuple_pair(archive, members, f"layer_{name}", n, path) for name in LAYER_TUPLE_FIELDS
+    }
+    present = [kinds is not None] + [t is not None for t in tuples.values()]
+    if any(present) and not all(present):
+        raise FormatError(f"{path}: layer attributes: layer_kind_* and layer_*_values/offsets "
+                          "of output_shape, kernel, stride and padding come together")
+    if kinds is not None:
+        found["layer_attrs"] = LayerAttrs(kind=kinds, **tuples)  # type: ignore[arg-type]
+    return found
+
+
+def _read_string_pair(
+    archive: np.lib.npyio.NpzFile, members: set[str], stem: str, n: int, path: Path
+) -> tuple[str, ...] | None:
+    blob, offsets = f"{stem}_blob", f"{stem}_offsets"
+    if blob not in members and offsets not in members:
+        return None
+    if blob not in members or offsets not in members:
+        raise FormatError(f"{path}: {blob if blob not in members else offsets}: missing "
+                          f"({blob} and {offsets} come together)")
+    raw = _read_typed(archive, blob, np.dtype(np.uint8), path)
+    off = _read_typed(archive, offsets, np.dtype(np.int64), path)
+    if raw.ndim != 1 or off.shape != (n + 1,):
+        raise FormatError(f"{path}: {offsets}: expected shape ({n + 1},) (n+1), got {off.shape}")
+    return _decode_strings(raw, off, stem, path)
+
+
+def _read_tuple_pair(
+    archive: np.lib.npyio.NpzFile, members: set[str], stem: str, n: int, path: Path
+) -> tuple[tuple[int, ...], ...] | None:
+    values, offsets = f"{stem}_values", f"{stem}_offsets"
+    if values not in members and offsets not in members:
+        return None
+    if values not in members or offsets not in members:
+        raise FormatError(f"{path}: {values if values not in members else offsets}: missing "
+                          f"({values} and {offsets} come together)")
+    vals = _read_typed(archive, values, np.dtype(np.int64), path)
+    off = _read_typed(archive, offsets, np.dtype(np.int64), path)
+    if vals.ndim != 1 or off.shape != (n + 1,):
+        raise FormatError(f"{path}: {offsets}: expected shape ({n + 1},) (n+1), got {off.shape}")
+    if off[0] != 0 or off[-1] != vals.shape[0] or np.any(np.diff(off) < 0):
+        raise FormatError(f"{path}: {offsets}: must rise from 0 to the value count {vals.shape[0]}")
+    flat = vals.tolist()
+    bounds = off.tolist()
+    return tuple(tuple(flat[a:b]) for a, b in itertools.pairwise(bounds))
 
 
 def _read(archive: np.lib.npyio.NpzFile, name: str, path: Path) -> npt.NDArray[Any]:
@@ -357,6 +458,15 @@ def _encode_strings(
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
     return np.frombuffer(b"".join(encoded), np.uint8), offsets
+
+
+def _encode_tuples(
+    tuples: tuple[tuple[int, ...], ...],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    offsets = np.zeros(len(tuples) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, tuples), np.int64, len(tuples)), out=offsets[1:])
+    values = np.fromiter((v for t in tuples for v in t), np.int64, int(offsets[-1]))
+    return values, offsets
 
 
 def _decode_strings(

@@ -5,6 +5,12 @@ Specs name a model and optionally its training variant: ``"zoo:bert-3"``,
 parsed for any ``L >= 1`` (BERT-base width); ResNets come in depths 18, 34, 50, 101 and 152.
 The ``zoo:`` prefix is optional.
 
+Paper 2's workloads are captured from torch definitions (:mod:`dnnpart.zoo.captured`:
+``zoo:word-rnn``, ``zoo:word-rnn-2``, ``zoo:char-crn``, ``zoo:wide-resnet``,
+``zoo:deep-transformer``, each with ``:KEY=VALUE`` parameters; torch needed), and graphs of any
+size are drawn, without torch, by ``zoo:synthetic:nodes=N,seed=S,like=NAME``
+(:mod:`dnnpart.zoo.synthetic`). These get 4 accelerators of 16 GB and one CPU.
+
 Each example comes with paper 1's deployment (section 6): 16 GB accelerators and one CPU on a
 PCIe 3.0 x16 host link; 3 accelerators for the small models (BERT with up to 6 layers,
 ResNet-18/34), 6 for the others. Graphs are priced by the analytic model of
@@ -139,6 +145,20 @@ def load_example(spec: str) -> Problem:
     from dnnpart.devices.presets import reference_cluster
     from dnnpart.problem import Problem
 
+    name = spec.strip()
+    body = name[len(PREFIX) :] if name.startswith(PREFIX) else name
+    family = body.split(":")[0]
+    if family == "synthetic" or family in _captured_names():
+        if family == "synthetic":
+            from dnnpart.zoo.synthetic import synthetic_graph
+
+            graph = synthetic_graph(PREFIX + body)
+        else:
+            from dnnpart.zoo.captured import workload_graph
+
+            graph = workload_graph(PREFIX + body)
+        cluster = reference_cluster(n_accelerators=4, n_cpus=1, memory_bytes=ACCELERATOR_MEMORY_BYTES)
+        return Problem(graph=graph, cluster=cluster, name=PREFIX + body)
     parsed = parse_spec(spec)
     if parsed.family == "bert":
         from dnnpart.zoo.bert import bert
@@ -152,6 +172,12 @@ def load_example(spec: str) -> Problem:
         n_accelerators=parsed.n_accelerators, n_cpus=1, memory_bytes=ACCELERATOR_MEMORY_BYTES
     )
     return Problem(graph=graph, cluster=cluster, name=parsed.spec)
+
+
+def _captured_names() -> tuple[str, ...]:
+    from dnnpart.zoo.captured import WORKLOADS
+
+    return tuple(WORKLOADS)
 
 
 __all__ = ["EXAMPLES", "ExampleSpec", "list_examples", "load_example", "parse_spec"]
