@@ -275,6 +275,14 @@ def run_parmesan(
             too_large = exc
             tried.append(f"S={s_n},R={r_n}: too large")
             continue
+        except MemoryError:
+            # the lattice's arrays did not fit before the max_ideals guard counted them
+            # (measured: hf Swin-L training graph, 6,128 nodes, through pipedream's path)
+            too_large = ProblemTooLargeError(
+                f"{method}: the ideal lattice of the (contracted) graph does not fit in memory "
+                f"for S={s_n}; lower max_ideals, use a coarser graph or cluster (k)")
+            tried.append(f"S={s_n},R={r_n}: too large")
+            continue
         parts: list[tuple[str, Phase1Result]] = [("op level", part)]
         if layer_seed:
             parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps, max_ideals)
