@@ -285,7 +285,11 @@ def run_parmesan(
             continue
         parts: list[tuple[str, Phase1Result]] = [("op level", part)]
         if layer_seed:
-            parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps, max_ideals)
+            try:
+                parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps,
+                                     max_ideals)
+            except (ProblemTooLargeError, MemoryError):
+                tried.append(f"S={s_n},R={r_n}: layer-path seed too large, skipped")
         parts = [(src, p) for src, p in parts if p.stage_of is not None
                  and p.atom_stage is not None and math.isfinite(p.objective)]
         if not parts:
