@@ -292,7 +292,7 @@ def test_bad_cluster_files_exit_2(capsys, files, text: str, fragments: list[str]
         (["--method", "brute-force", "--objective", "speed"], []),
         (["--method", "brute-force", "--overlap", "sometimes"], []),
         (["--bogus-flag"], []),
-        (["--method", "ip-noncontig", "--descent"], ["descent", "time_limit"]),
+        (["--method", "ip-noncontig", "--descent", "--time-limit", "inf"], ["descent", "time_limit"]),
         (["--method", "ip-noncontig", "--descent", "--time-limit", "5", "--backend", "highs"],
          ["descent", "cpsat"]),
     ],

@@ -160,8 +160,9 @@ def test_file_needs_no_pickle(saved: Path, monkeypatch: pytest.MonkeyPatch) -> N
 # -- malformed files ----------------------------------------------------------------------
 
 
-def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+def test_missing_file_is_a_format_error_naming_it(tmp_path: Path) -> None:
+    # issue 13: one clean error naming the path (was FileNotFoundError, a traceback in the CLI)
+    with pytest.raises(FormatError, match="nope: no such file"):
         load_graph(tmp_path / "nope")
 
 

@@ -17,7 +17,7 @@ from dnnpart.reproduce.tables import Row, Table, to_csv, to_markdown
 SMALL = ["layer-bert24-inference", "layer-bert24-training"]
 # methods kept for speed; the IP columns are left out of --quick
 METHODS = ["dp", "dpl", "expert", "local-search", "pipedream", "metis", "scotch", "greedy",
-           "maxload-dp", "no-such-method"]
+           "maxload-dp"]
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,10 @@ def test_markdown_cell_says_why_a_value_is_missing() -> None:
     t.add(Row(key="w", label="W", group="g"), "a", Cell(value=None, note="not available"), 3.0)
     assert "— (not available) · paper 3.00" in to_markdown(t)
     assert to_csv(t).splitlines()[1].endswith("not available")
+
+
+def test_unknown_methods_are_refused_before_any_run(tmp_path: Path) -> None:
+    # issue 13: a typo used to give empty tables and exit 0
+    with pytest.raises(ValueError, match="--methods: unknown column or method 'no-such-method'"):
+        reproduce_tarnawski2020(tmp_path, tmp_path / "out", methods=["dp", "no-such-method"],
+                                figure=False)

@@ -14,7 +14,7 @@ from typing import Any
 from dnnpart.io.plan_files import read_plan
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -24,6 +24,10 @@ from dnnpart.solvers.result import result_from_plan
     guarantee="baseline; the given split, unchanged except for colocation filling",
     objectives=("throughput", "latency"),
     source="paper 1, section 6 (hand-crafted placements)",
+    options=(
+        Option("split", str, None, "split file (JSON) to score"),
+        Option("fill_by_colocation", bool, True, "place left-out nodes with their colocation class"),
+    ),
 )
 def solve_expert(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,

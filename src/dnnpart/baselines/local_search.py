@@ -17,8 +17,11 @@ from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
+
+#: Moves per kernel call between two clock checks (each move scans every unit and device).
+_CHUNK_MOVES = 8
 
 
 @register(
@@ -27,6 +30,13 @@ from dnnpart.solvers.result import result_from_plan
     guarantee="heuristic; usually non-contiguous; no bound",
     objectives=("throughput",),
     source="paper 1, section 6 (baseline)",
+    options=(
+        Option("restarts", int, 10, "random restarts", minimum=1, maximum=10**9),
+        Option("seed", int, 0, "random seed", minimum=0, maximum=2**63 - 1),
+        Option("max_moves", int, 100_000, "moves per restart", minimum=1),
+    ),
+    anytime=True,
+    time_kind="local-search",
 )
 def solve_local_search(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -89,9 +99,18 @@ def solve_local_search(
         cnt, loads, memory = k.initial_state(  # type: ignore[no-untyped-call]
             assign, d, graph.succ_ptr, graph.succ_idx.astype(np.int64), graph.edge_cost,
             node_time, out_cost, uniform, is_acc, graph.memory_bytes)
-        total_moves += k.descend(
-            assign, cnt, loads, memory, capacity, graph.memory_bytes, unit_ptr, unit_nodes,
-            allowed, *arrays, max_moves)
+        # moves in chunks so that the clock (time limit, Ctrl-C) is checked between them;
+        # the kernel continues from the state it is given
+        left = max_moves
+        while left > 0:
+            step = min(left, _CHUNK_MOVES)
+            made = int(k.descend(
+                assign, cnt, loads, memory, capacity, graph.memory_bytes, unit_ptr, unit_nodes,
+                allowed, *arrays, step))
+            total_moves += made
+            left -= made
+            if made < step or clock.expired():
+                break
         feasible = bool(np.all(memory <= capacity * (1 + 1e-12)))
         value = float(loads.max()) if feasible else math.inf
         if value < best_value:

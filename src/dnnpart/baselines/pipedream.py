@@ -36,7 +36,8 @@ from dnnpart.baselines.branching import branch_region_labels
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp import build_stage_graph, solve_dpl
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.parmesan.solver import pipeline_options
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -76,6 +77,11 @@ def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[
     guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
     objectives=("throughput", "pipeline"),
     source="paper 1, section 6 (baseline, after PipeDream [NHP+19]); paper 4, Table 1",
+    options=(
+        Option("ignore_inputs", bool, True, "leave input transfers out, as PipeDream did"),
+        *pipeline_options(clustering=False, refinement=False, seed_option=False,
+                          mapping_default="cs"),
+    ),
 )
 def solve_pipedream(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -99,9 +105,6 @@ def solve_pipedream(
     if problem.objective.kind == "pipeline":
         from dnnpart.solvers.parmesan.solver import run_parmesan
 
-        for fixed in ("k", "refine_steps", "graph"):
-            if fixed in options:
-                raise ValueError(f"pipedream: unknown option(s) ['{fixed}']")
         contracted, _ = pipedream_problem(problem, ignore_inputs=ignore_inputs)
         options.setdefault("mapping", "cs")
         return run_parmesan(
@@ -110,7 +113,8 @@ def solve_pipedream(
             search_space="pipelines of S stages x R replicas over the branch-contracted path",
             **options)
     if options:
-        raise ValueError(f"pipedream: unknown option(s) {sorted(options)}")
+        raise ValueError(f"pipedream: option(s) {sorted(options)} apply to --objective pipeline "
+                         "only")
     clock = Stopwatch(time_limit)
     contracted, n_left = pipedream_problem(problem, ignore_inputs=ignore_inputs)
     if progress is not None:

@@ -11,11 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from dnnpart.cli.main import EXIT_NO_PLAN, EXIT_OK, dumps
-from dnnpart.cli.render import Renderer, fmt, fmt_bytes
+from dnnpart.cli.render import Renderer, fmt, fmt_bytes, safe
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
 from dnnpart.io import load_problem, plan_to_dict, read_plan, write_plan
+from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import available_methods, get_method, solve
@@ -40,10 +41,11 @@ def _problem(args: argparse.Namespace) -> Problem:
 def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
     """Structural figures of a problem's graph (what `dnnpart info` shows)."""
     g, c = problem.graph, problem.cluster
+    counted = True
     try:
         n_ideals: int | None = alg.count_ideals(g, limit=ideal_limit)
-    except ProblemTooLargeError:
-        n_ideals = None
+    except ProblemTooLargeError as exc:
+        n_ideals, counted = None, "not counted" not in str(exc)
     dp_ideals = _dp_ideals(problem, ideal_limit)
     width, exact = alg.width(g)
     classes = g.color_class[g.color_class >= 0]
@@ -66,6 +68,7 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
         "ideals": n_ideals,
         "dp_ideals": dp_ideals,
         "ideal_limit": ideal_limit,
+        "ideals_counted": counted,
         "ccr": alg.communication_to_computation_ratio(g),
         "degree_of_parallelism": alg.degree_of_parallelism(g) if np.isfinite(acc).all() else None,
         "cluster": {
@@ -96,7 +99,7 @@ def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
     if out.json_mode:
         out.json(dumps(s))
         return EXIT_OK
-    table = Table(title=f"Graph {escape(str(s['name']))}", title_justify="left", show_header=False)
+    table = Table(title=f"Graph {safe(str(s['name']))}", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
     def count(n: int | None) -> str:
@@ -113,7 +116,7 @@ def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
         ("critical path (accelerator)", fmt(s["critical_path_accelerator"])),
         ("depth (levels)", f"{s['depth_levels']:,}"),
         ("width (max antichain)", f"{s['width']:,}" + ("" if s["width_exact"] else " (lower bound)")),
-        ("ideals", count(s["ideals"])),
+        ("ideals", count(s["ideals"]) if s["ideals_counted"] else "not counted (too large)"),
         ("ideals searched by the DP (contracted)", count(s["dp_ideals"])),
         ("CCR (comm / compute)", fmt(s["ccr"])),
         ("avg. degree of parallelism", fmt(s["degree_of_parallelism"])),
@@ -149,45 +152,71 @@ def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
             out.print(f"step time {fmt(sim['step_time'])}, bubble {sim['bubble_fraction']:.1%}, "
                       f"max stage time (paper 4 Eq. 5) {fmt(sim['max_stage_time_eq5'])}")
         for v in ev.violations:
-            out.print(f"[red]violation:[/] {escape(v)}")
+            out.print(f"[red]violation:[/] {safe(v)}")
     return EXIT_OK if ev.feasible else EXIT_NO_PLAN
 
 
 # -- solve ------------------------------------------------------------------------------
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings to keyword arguments (int, float, bool or text)."""
+def parse_options(pairs: list[str], method: str | None = None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings to keyword arguments, typed by ``method``'s option schema.
+
+    Without a method (or for keys the schema lacks, which :func:`solve` then refuses) the
+    text is kept as given.
+    """
+    info = get_method(method) if method is not None else None
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise FormatError(f"--set {pair!r}: expected KEY=VALUE")
-        value: Any = raw
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        else:
-            for convert in (int, float):
-                try:
-                    value = convert(raw)
-                    break
-                except ValueError:
-                    pass
-        options[key.replace("-", "_")] = value
+        if info is None:
+            options[key.replace("-", "_")] = raw
+            continue
+        opt = info.option(key)  # the error names the key as typed
+        options[opt.name] = opt.parse(raw, info.name)
     return options
 
 
-def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
-    problem = _problem(args)
-    options = parse_options(args.options)
+def solve_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The method options of ``dnnpart solve``: ``--set`` pairs plus the dedicated flags."""
+    options = parse_options(args.options, args.method)
     for flag in ("backend", "gap", "threads", "seed", "subgraphs_per_device", "descent"):
         value = getattr(args, flag, None)
         if value is not None:  # dedicated flags are method options like --set KEY=VALUE
             options[flag] = value
+    return options
+
+
+def report_stop(out: Renderer, result: SolveResult, out_path: str | None) -> int | None:
+    """After an interrupted solve: one ``interrupted`` line (with the incumbent), exit 130.
+
+    The incumbent, if any, was written to ``--out`` marked ``"stopped": "interrupted"``.
+    """
+    if result.stats.get("stopped") != "interrupted":
+        return None
+    from dnnpart.cli.main import EXIT_INTERRUPTED
+
+    best = f"; best plan {fmt(result.objective)}" if result.plan is not None else "; no plan yet"
+    written = f", written to {out_path}" if result.plan is not None and out_path else ""
+    out.err.print(f"interrupted{best}{written}", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_INTERRUPTED
+
+
+def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     get_method(args.method)  # fail fast on an unknown name, before any work
+    options = solve_options(args)
+    if args.out is not None:
+        check_output_path(args.out)
+    problem = _problem(args)
     progress = out.progress()
     with progress if progress is not None else contextlib.nullcontext():
-        result = solve(problem, args.method, time_limit=args.time_limit, progress=progress, **options)
+        result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
+                       deterministic=args.deterministic, **options)
     if result.plan is not None and args.out:
         write_plan(problem, result.plan, args.out, result)
+    stopped = report_stop(out, result, args.out)
+    if stopped is not None:
+        return stopped
     if out.json_mode:
         payload = result.to_dict()
         if result.plan is not None:
@@ -210,7 +239,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
             out.print(out.device_table(problem, result.plan, ev,
                                        title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
         if "violations" in result.stats:
-            out.print(f"[red]violations:[/] {escape(str(result.stats['violations']))}")
+            out.print(f"[red]violations:[/] {safe(str(result.stats['violations']))}")
         if args.out and result.plan is not None:
             out.note(f"plan written to {args.out}")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
@@ -222,15 +251,23 @@ def cmd_methods(args: argparse.Namespace, out: Renderer) -> int:
     if out.json_mode:
         out.json(dumps([
             {"name": m.name, "summary": m.summary, "guarantee": m.guarantee,
-             "objectives": list(m.objectives), "exact": m.exact, "source": m.source}
+             "objectives": list(m.objectives), "exact": m.exact, "source": m.source,
+             "default_time_limit_s": m.default_time_limit,
+             "options": [{"name": o.name, "type": o.describe_type(),
+                          "default": o.default if isinstance(o.default, (int, float, str, bool))
+                          or o.default is None else str(o.default), "doc": o.doc}
+                         for o in m.options]}
             for m in methods
         ]))
         return EXIT_OK
     table = Table(title="Methods", title_justify="left")
-    for col in ("method", "objectives", "guarantee", "what it does"):
+    for col in ("method", "objectives", "guarantee", "what it does", "options (--set KEY=VALUE)"):
         table.add_column(col)
     for m in methods:
-        table.add_row(m.name, ", ".join(m.objectives), m.guarantee, m.summary)
+        opts = "\n".join(f"{o.name}: {o.describe_type()} = {o.default!r}" for o in m.options)
+        limit = m.default_time_limit
+        summary = m.summary + (f" (default --time-limit {limit:g} s)" if limit is not None else "")
+        table.add_row(m.name, ", ".join(m.objectives), m.guarantee, summary, escape(opts) or "-")
     out.print(table)
     return EXIT_OK
 

@@ -1,6 +1,9 @@
 """``dnnpart`` command line: thin adapters over the public API; the only place that prints.
 
-Exit codes: 0 ok, 1 no plan found / infeasible, 2 bad input or usage, 3 missing extra.
+Exit codes (the README's table says the same): 0 ok, 1 no plan found / infeasible, 2 bad
+input or usage, 3 missing extra, 4 internal error (a bug: one ``error:`` line, the traceback
+with ``--debug``), 130 interrupted (Ctrl-C). :func:`main` is the one safety net: whatever a
+command raises ends as one line and one of these codes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dnnpart.errors import (
 )
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -60,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Place DNN operator/layer graphs on accelerators and CPUs, with proven bounds.",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an internal error (exit code 4)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("info", help="describe a graph: size, structure, ideals, width, CCR")
@@ -77,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="find a plan with a method (see `dnnpart methods`)")
     _add_problem_args(p)
     p.add_argument("--method", "-m", default="dp", help="method name (default: dp)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="stop after S seconds with the best plan so far (anytime methods have a "
+                        "default: see `dnnpart methods`; 'inf' for none)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="the same plan run to run (one search order, deterministic time, fixed seeds)")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan here")
     p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, e.g. --set max_ideals=5000000 (repeatable)")
@@ -114,34 +124,88 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code (see the module docstring)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
-        return int(exc.code or 0)
-    from dnnpart.cli import commands
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return _interrupted(None)
     from dnnpart.cli.render import Renderer
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
-    name = f"cmd_{args.command}"
-    modules = (commands, reproduce_cmd, model_cmds, sim_cmds, map_cmd)
-    handler = next(getattr(m, name) for m in modules if hasattr(m, name))
     try:
+        from dnnpart.cli import commands
+
+        name = f"cmd_{args.command}"
+        modules = (commands, reproduce_cmd, model_cmds, sim_cmds, map_cmd)
+        handler = next(getattr(m, name) for m in modules if hasattr(m, name))
         code: int = handler(args, out)
         return code
+    except KeyboardInterrupt:
+        return _interrupted(out)
     except MissingDependencyError as exc:
-        out.error(str(exc))
+        out.error(_one_line(str(exc)))
         return EXIT_MISSING_EXTRA
     except (InfeasibleError, ProblemTooLargeError) as exc:
-        out.error(str(exc))
+        out.error(_one_line(str(exc)))
         return EXIT_NO_PLAN
     except (DnnpartError, ValueError, KeyError) as exc:
-        out.error(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc))
+        # ValueError/KeyError raised on purpose by the API name the bad input; anything
+        # deeper (numpy, a solver library) is a bug: exit 4 below.
+        if not isinstance(exc, DnnpartError) and not _raised_by_dnnpart(exc):
+            return _internal(out, exc, args)
+        out.error(_one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)))
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        out.error("interrupted")
-        return 130
+    except RecursionError as exc:
+        return _internal(out, exc, args)
+    except OSError as exc:
+        out.error(_os_error(exc))
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # the safety net: one line, exit 4, traceback with --debug
+        return _internal(out, exc, args)
+
+
+def _interrupted(out: Any) -> int:
+    sys.stderr.write("interrupted\n")
+    return EXIT_INTERRUPTED
+
+
+def _one_line(message: str) -> str:
+    """The first line of a message, with control characters escaped (one ``error:`` line)."""
+    from dnnpart.limits import printable
+
+    lines = [line for line in str(message).splitlines() if line.strip()]
+    first = lines[0] if lines else str(message)
+    extra = f" (+{len(lines) - 1} more lines; --debug shows them)" if len(lines) > 1 else ""
+    return printable(first[:500]) + extra
+
+
+def _os_error(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or type(exc).__name__
+    return _one_line(f"{where}: {reason}" if where else reason)
+
+
+def _raised_by_dnnpart(exc: BaseException) -> bool:
+    """Whether the innermost frame that raised ``exc`` is dnnpart's own code."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and "dnnpart" in last.tb_frame.f_code.co_filename
+
+
+def _internal(out: Any, exc: BaseException, args: argparse.Namespace) -> int:
+    if getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exception(exc)
+    out.error(_one_line(f"internal error ({type(exc).__name__}: {exc}); this is a bug, "
+                        "please report it (run with --debug for the traceback)"))
+    return EXIT_INTERNAL
 
 
 def entry_point() -> None:

@@ -154,13 +154,61 @@ def add_parsers(subparsers: Any) -> None:
         required=True,
         help="output file (placement, pipelining) or directory (torch)",
     )
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
 
     p = subparsers.add_parser("run", help="run a plan across local processes (torch.distributed, gloo)")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` for a torch model")
     p.add_argument("--nproc", type=int, help="processes (default: one per device the plan uses)")
     p.add_argument("--microbatches", type=int, default=4, help="micro-batches to stream (default 4)")
+    _add_trust_args(p)
     p.add_argument("--json", action="store_true")
+
+
+#: Model specs a plan file may name and have followed: built-in, torchvision and hf: models
+#: (no remote code) and ONNX files are data. Anything else (``module:`` imports and calls the
+#: user's code; kinds added later are refused until listed here) needs ``--model SPEC`` or
+#: ``--trust-plan``.
+SAFE_SPECS = ("builtin:", "torchvision:", "hf:")  # hf: never sets trust_remote_code
+
+
+def _add_trust_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="SPEC",
+                   help="the model the plan was made for (default: the plan's own if it is "
+                        "builtin:, torchvision:, hf: or an .onnx file; module: specs import code)")
+    p.add_argument("--trust-plan", action="store_true",
+                   help="follow the plan's model spec even if it imports code (module:...)")
+
+
+def plan_model_spec(block: dict[str, Any], path: str | Path, *, model: str | None,
+                    trust: bool) -> str:
+    """The model spec to resolve for a plan: ``model`` if given, else the plan's own.
+
+    A plan file is data: its spec is refused when it would import and run code, unless
+    ``trust`` (``--trust-plan``).
+
+    Examples
+    --------
+    >>> plan_model_spec({"spec": "module:os:getcwd"}, "p.json", model=None, trust=False)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: p.json: model.spec: 'module:os:getcwd' would import and run code; ...
+    >>> plan_model_spec({"spec": "builtin:bert"}, "p.json", model=None, trust=False)
+    'builtin:bert'
+    """
+    if model is not None:
+        return model
+    spec = block.get("spec")
+    if not isinstance(spec, str):
+        raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
+    text = spec.strip()
+    safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
+                                            and ":" not in text.split("/")[-1])
+    if not safe and not trust:
+        raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
+                          "model yourself (--model SPEC) or pass --trust-plan")
+    return spec
 
 
 # -- shared steps -----------------------------------------------------------------------
@@ -296,11 +344,12 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
 def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.limits import check_output_path
     from dnnpart.problem import Problem
 
+    target = check_output_path(args.out)
     _, imported, priced = _import(args, out)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
-    target = Path(args.out)
     if target.suffix == ".npz":
         from dnnpart.io.native import save_graph
 
@@ -327,6 +376,10 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.solvers import get_method, solve
 
     get_method(args.method)  # fail fast on an unknown method
+    if args.out is not None:
+        from dnnpart.limits import check_output_path
+
+        check_output_path(args.out)
     source, imported, priced = _import(args, out)
     problem = Problem(
         graph=imported.graph,
@@ -341,6 +394,11 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
+    from dnnpart.cli.commands import report_stop
+
+    stopped = report_stop(out, result, args.out)
+    if stopped is not None:
+        return stopped
     summary = _summary(imported, priced)
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
@@ -365,7 +423,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
 
 # -- export / run -------------------------------------------------------------------------
 def load_planned_model(
-    path: str | Path,
+    path: str | Path, *, model: str | None = None, trust: bool = False,
 ) -> tuple[ModelSource, ImportedModel, Problem, Plan, Any, dict[str, int]]:
     """Re-import the model a plan file was made for.
 
@@ -377,6 +435,9 @@ def load_planned_model(
     the plan, and once with its seeded weights, to run. The two captures can differ in a few
     layout-only nodes (``contiguous`` after a transpose whose strides the meta kernels report
     differently); such a node runs where its producer runs (:func:`complete_placement`).
+
+    ``model`` replaces the plan's model spec; without it a spec that would import code is
+    refused unless ``trust`` (see :func:`plan_model_spec`).
     """
     from dnnpart.export import operator_devices
     from dnnpart.frontends.build import price_model
@@ -389,6 +450,7 @@ def load_planned_model(
     block = f.require_mapping(data, str(path)).get("model")
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
     priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
     options: dict[str, Any] = {
@@ -398,7 +460,7 @@ def load_planned_model(
         "config_file": block.get("config"),
     }
     training = bool(block.get("training"))
-    planned = resolve_model(str(block["spec"]), **options)
+    planned = resolve_model(spec, **options)
     gm = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # already reported at import time
@@ -420,9 +482,9 @@ def load_planned_model(
     plan = parse_plan(data, problem, str(path))
     device_of = operator_devices(imported, plan)
     source = planned
-    if planned.is_torch and str(block["spec"]).startswith("hf:"):
+    if planned.is_torch and spec.startswith("hf:"):
         # running needs weights: one seeded init, the same in every process
-        source = resolve_model(str(block["spec"]), materialize=True, **options)
+        source = resolve_model(spec, materialize=True, **options)
         gm, _ = capture(source)
     if gm is not None:
         device_of = complete_placement(gm, device_of)
@@ -456,7 +518,8 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.export import pipelining_dict, placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
-    source, imported, problem, plan, gm, device_of = load_planned_model(args.plan)
+    source, imported, problem, plan, gm, device_of = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     names = [d.name for d in problem.cluster.devices]
     target = Path(args.out)
     info: dict[str, Any] = {"format": args.format, "out": str(target)}
@@ -516,7 +579,8 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
 
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cli.main import dumps
-    source, _, problem, _, gm, device_of = load_planned_model(args.plan)
+    source, _, problem, _, gm, device_of = load_planned_model(
+        args.plan, model=args.model, trust=args.trust_plan)
     if gm is None:
         raise FormatError(f"{args.plan}: `dnnpart run` needs a torch model, not {source.spec}")
     if args.microbatches < 1:

@@ -13,8 +13,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from dnnpart.evaluate import Evaluation
+from dnnpart.limits import printable
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
+
+
+def safe(text: str) -> str:
+    """Text from a file (names, messages) for rich: control characters and markup escaped."""
+    return escape(printable(str(text)))
 
 
 def fmt(x: float | None) -> str:
@@ -56,11 +62,11 @@ class Renderer:
 
     def error(self, message: str) -> None:
         # One line, never wrapped, and the message (which quotes the input) is not markup.
-        self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        self.err.print(f"[bold red]error:[/] {safe(message)}", highlight=False, soft_wrap=True)
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.err.print(message, markup=False, highlight=False, soft_wrap=True)
+            self.err.print(printable(message), markup=False, highlight=False, soft_wrap=True)
 
     def print(self, *items: Any) -> None:
         self.out.print(*items)
@@ -91,7 +97,7 @@ class Renderer:
             if training:
                 load += [fmt(ev.forward_load[i]), fmt(ev.backward_load[i])]
             mem = fmt_bytes(ev.memory_bytes[i]) + ("" if math.isinf(cap[i]) else f" / {fmt_bytes(cap[i])}")
-            name = f"[bold]{escape(dev.name)}[/]" if i == worst else escape(dev.name)
+            name = f"[bold]{safe(dev.name)}[/]" if i == worst else safe(dev.name)
             table.add_row(
                 name, dev.kind, str(n_nodes[i]), *load,
                 fmt(float(ev.breakdown.compute[:, i].sum())),
@@ -110,6 +116,8 @@ class Renderer:
         ]
         if gap is not None:
             parts.append(f"gap {gap:.2%}")
+        if result.stats.get("stopped"):
+            parts.append(f"stopped: {result.stats['stopped']}")
         parts.append(f"{result.wall_time_s:.2f} s")
         return ", ".join(parts)
 

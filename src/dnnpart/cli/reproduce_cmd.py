@@ -47,6 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="60 s per method, 2 local-search restarts, no IP runs (minutes, not hours)")
     p.add_argument("--no-figure", action="store_true", help="do not draw Figure 8")
+    p.add_argument("--wall-clock", action="store_true",
+                   help="time limits in wall seconds, not deterministic time: the portfolio IP "
+                        "then also runs HiGHS, but reruns may differ (default: --deterministic)")
     return p
 
 
@@ -61,7 +64,10 @@ def default_workloads() -> Path:
 def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     """Run ``dnnpart reproduce``; progress lines go to stderr through ``out.note``."""
     from dnnpart.reproduce import reproduce_tarnawski2020
+    from dnnpart.reproduce.tarnawski2020 import check_methods
     from dnnpart.reproduce.workloads import find_workloads
+
+    check_methods(args.methods)
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
@@ -85,6 +91,7 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     report = reproduce_tarnawski2020(
         folder, args.out, time_limit=args.time_limit, methods=args.methods, quick=args.quick,
         only=args.only, figure=not args.no_figure, notify=out.note,
+        deterministic=not args.wall_clock,
     )
     out.note(f"{len(report.workloads)} workloads in {report.wall_time_s:.0f} s")
     for path in report.files:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from dnnpart.devices.cluster import ACCELERATOR, CPU, Cluster, Device
+from dnnpart.limits import check_device_count
 
 #: PCIe 3.0 x16, the host link of paper 1's experiments (bytes/s, ~16 GB/s theoretical).
 PCIE3_X16_BANDWIDTH = 15.75e9
@@ -29,6 +30,7 @@ def reference_cluster(
     >>> reference_cluster(n_accelerators=3, n_cpus=1, memory_bytes=16e9).n_devices
     4
     """
+    check_device_count(n_accelerators + n_cpus, "accelerators + cpus")
     if n_accelerators < 0 or n_cpus < 0:
         raise ValueError(f"device counts must be >= 0, got {n_accelerators} accelerators, {n_cpus} CPUs")
     devices = [
@@ -72,6 +74,7 @@ def two_level_cluster(
     >>> c.group.tolist()
     [0, 0, 0, 0, 1, 1, 1, 1]
     """
+    check_device_count(n_groups * accelerators_per_group + n_cpus, "groups x accelerators + cpus")
     if n_groups < 1 or accelerators_per_group < 1:
         raise ValueError("n_groups and accelerators_per_group must be >= 1")
     devices = [

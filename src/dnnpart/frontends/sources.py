@@ -301,11 +301,19 @@ def _from_callable(target: str, spec: str) -> torch.nn.Module:
         mod = importlib.import_module(module_name)
     except ImportError as exc:
         raise FormatError(f"model {spec!r}: cannot import {module_name!r} ({exc})") from None
+    except (Exception, SystemExit) as exc:  # the module failed while importing: their input
+        raise FormatError(f"model {spec!r}: importing {module_name!r} raised "
+                          f"{type(exc).__name__}: {exc}") from None
     factory = getattr(mod, attr, None)
     if factory is None or not callable(factory):
         raise FormatError(f"model {spec!r}: {module_name} has no callable {attr!r}")
     torch.manual_seed(0)
-    model = factory()
+    try:
+        model = factory()
+    except TypeError as exc:
+        raise FormatError(f"model {spec!r}: {attr}() must take no arguments ({exc})") from None
+    except (Exception, SystemExit) as exc:  # the factory failed (or exited): exit 2, one line
+        raise FormatError(f"model {spec!r}: {attr}() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(model, torch.nn.Module):
         raise FormatError(f"model {spec!r}: {attr}() returned {type(model).__name__}, not a torch.nn.Module")
     return model

@@ -116,13 +116,17 @@ def width(graph: Graph, *, exact_limit: int = 2000) -> tuple[int, bool]:
     return n - int(np.count_nonzero(matching >= 0)), True
 
 
-def count_ideals(graph: Graph, *, limit: int = 1_000_000) -> int:
+def count_ideals(graph: Graph, *, limit: int = 1_000_000, max_memory_bytes: int = 256_000_000) -> int:
     """Number of ideals (downward-closed sets, the empty set included), up to ``limit``.
+
+    Counts level by level, keeping only the open level (an ideal is an ``n``-bit set: a
+    200,000-node chain would otherwise hold gigabytes of finished levels).
 
     Raises
     ------
     ProblemTooLargeError
-        When there are more than ``limit`` ideals.
+        When there are more than ``limit`` ideals, or the open level would need more than
+        ``max_memory_bytes``.
 
     Examples
     --------
@@ -130,9 +134,53 @@ def count_ideals(graph: Graph, *, limit: int = 1_000_000) -> int:
     >>> count_ideals(chain_graph(4))
     5
     """
-    from dnnpart.graph.ideals import enumerate_ideals
+    from dnnpart.graph.ideals import predecessor_masks
 
-    return len(enumerate_ideals(graph, limit=limit))
+    n = graph.n_nodes
+    if n + 1 > limit:  # every DAG has at least n + 1 ideals (the prefixes of a topological order)
+        raise ProblemTooLargeError(f"the graph has more than {limit:,} ideals ({n:,} nodes)")
+    # predecessor masks are Python ints as wide as their highest bit: estimate them first
+    highest = np.zeros(n, np.int64)
+    has_pred = np.diff(graph.pred_ptr) > 0
+    if graph.pred_idx.size:  # segments of nodes with predecessors are back to back
+        starts = graph.pred_ptr[:-1][has_pred]
+        highest[has_pred] = np.maximum.reduceat(graph.pred_idx.astype(np.int64), starts)
+    if int(highest.sum()) // 8 + 64 * n > max_memory_bytes:
+        raise ProblemTooLargeError(
+            f"counting the ideals of this graph ({n:,} nodes) would need more than "
+            f"{max_memory_bytes:,} bytes of bitsets; not counted")
+    preds = predecessor_masks(graph)
+    succs = [[int(w) for w in graph.successors(v)] for v in range(graph.n_nodes)]
+    per_ideal = 2 * (graph.n_nodes // 8 + 64)  # the ideal and its frontier, as Python ints
+    sources = 0
+    for v, m in enumerate(preds):
+        if m == 0:
+            sources |= 1 << v
+    count, layer = 1, {0: sources}
+    while layer:
+        nxt: dict[int, int] = {}
+        for ideal, frontier in layer.items():
+            f = frontier
+            while f:
+                low = f & -f
+                v = low.bit_length() - 1
+                f ^= low
+                grown = ideal | low
+                if grown in nxt:
+                    continue
+                new_frontier = frontier & ~low
+                for w in succs[v]:
+                    if preds[w] & grown == preds[w]:
+                        new_frontier |= 1 << w
+                nxt[grown] = new_frontier
+                if count + len(nxt) > limit or len(nxt) * per_ideal > max_memory_bytes:
+                    raise ProblemTooLargeError(
+                        f"the graph has more than {min(limit, count + len(nxt) - 1):,} ideals "
+                        "(counting stopped at its limit); raise the limit, or use a method that "
+                        "does not enumerate ideals (dpl, ip)")
+        count += len(nxt)
+        layer = nxt
+    return count
 
 
 def critical_path(graph: Graph, kind: str = "accelerator") -> float:

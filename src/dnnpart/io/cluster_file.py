@@ -49,6 +49,7 @@ from dnnpart.devices.cluster import Cluster, Device, Link
 from dnnpart.devices.presets import reference_cluster, two_level_cluster
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
+from dnnpart.limits import check_device_count, check_nesting, read_bounded
 
 
 def _num(value: Any, where: str, *, minimum: float = 0.0, allow_inf: bool = False) -> float:
@@ -136,6 +137,7 @@ def _explicit(root: dict[str, Any]) -> Cluster:
             raise FormatError(f"{where}.speed: expected a number > 0, got {speed}")
         scale = _num(entry.get("host_link_scale", 1.0), f"{where}.host_link_scale")
         group = _int(entry.get("group", 0), f"{where}.group")
+        check_device_count(len(devices) + count, f"{where}.count")
         for j in range(count):
             devices.append(Device(name=f"{name}{j}" if "count" in entry else name, kind=kind,
                                   memory_bytes=memory, speed=speed))
@@ -252,12 +254,15 @@ def read_cluster(path: str | Path) -> Cluster:
     if p.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
+        raw = read_bounded(p, what="cluster file")
         try:
-            data = yaml.safe_load(p.read_text())
-        except FileNotFoundError:
-            raise FormatError(f"{p}: no such file") from None
+            text = raw.decode()
+            check_nesting(text, str(p))
+            data = yaml.safe_load(text)
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{p}: invalid YAML ({exc})") from None
+            raise FormatError(f"{p}: invalid YAML ({f.one_line(str(exc))})") from None
+        except RecursionError:
+            raise FormatError(f"{p}: nested too deeply") from None
     else:
         data = f.read_json(p)
     return parse_cluster(data, str(p))

@@ -41,6 +41,7 @@ from dnnpart.graph.core import (
     build_graph,
 )
 from dnnpart.io import fields as f
+from dnnpart.limits import check_device_count, check_output_path
 from dnnpart.problem import Objective, Problem
 
 CLUSTER_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
@@ -231,6 +232,7 @@ def parse_cluster(data: Any) -> Cluster | None:
     cpus = f.integer(root.get("maxCPUs", 0), "maxCPUs", minimum=0)
     if k + cpus == 0:
         raise FormatError("maxFPGAs, maxCPUs: the cluster has no devices (both are 0)")
+    check_device_count(k + cpus, "maxFPGAs + maxCPUs")
     return reference_cluster(n_accelerators=k, n_cpus=cpus, memory_bytes=memory)
 
 
@@ -322,8 +324,11 @@ def write_problem(problem: Problem, path: str | Path) -> None:
 
 def write_json_atomic(data: Any, path: str | Path) -> None:
     """Write JSON to a temporary file beside ``path`` and rename it into place."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
+    target = check_output_path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
+    except OSError as exc:
+        raise FormatError(f"{target}: cannot write ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w") as fh:
             # json.dumps without indent uses the C encoder (json.dump never does): ~10x faster

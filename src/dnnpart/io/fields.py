@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from dnnpart.errors import FormatError
+from dnnpart.limits import read_bounded
 
 MISSING: Any = object()
+_INT64_MAX = 2**63 - 1
 
 
 def describe(value: Any) -> str:
@@ -24,19 +26,23 @@ def describe(value: Any) -> str:
 def read_json(path: str | Path) -> Any:
     """Load a JSON file; I/O and syntax errors become :class:`FormatError`."""
     p = Path(path)
+    raw = read_bounded(p, what="JSON file")  # regular files of bounded size only
     try:
-        with p.open("rb") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise FormatError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise FormatError(f"{p}: is a directory, expected a JSON file") from None
+        return json.loads(raw)
     except UnicodeDecodeError as exc:
         raise FormatError(f"{p}: not a text file ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except OSError as exc:
-        raise FormatError(f"{p}: cannot read ({exc.strerror})") from None
+    except RecursionError:
+        raise FormatError(f"{p}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise FormatError(f"{p}: invalid JSON: {one_line(str(exc))}") from None
+
+
+def one_line(message: str) -> str:
+    """The first line of a library's message (for one-line errors)."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else message
 
 
 def require_mapping(value: Any, where: str) -> dict[str, Any]:
@@ -56,7 +62,11 @@ def number(value: Any, where: str, *, minimum: float | None = 0.0, allow_inf: bo
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         expect = "a number" if minimum is None else f"a number >= {minimum:g}"
         raise FormatError(f"{where}: expected {expect}, got {describe(value)}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"{where}: expected a finite number, got an integer of "
+                          f"{len(str(abs(value)))} digits") from None
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
         raise FormatError(f"{where}: expected a finite number, got {describe(value)}")
     if minimum is not None and x < minimum:
@@ -73,7 +83,9 @@ def integer(value: Any, where: str, *, minimum: int | None = None) -> int:
     if not isinstance(value, int):
         raise FormatError(f"{where}: expected an integer, got {describe(value)}")
     if minimum is not None and value < minimum:
-        raise FormatError(f"{where}: expected an integer >= {minimum}, got {value}")
+        raise FormatError(f"{where}: expected an integer >= {minimum}, got {describe(value)}")
+    if abs(value) > _INT64_MAX:
+        raise FormatError(f"{where}: expected an integer below 2**63, got {len(str(abs(value)))} digits")
     return value
 
 
@@ -125,10 +137,13 @@ def _fast_column(
     values = [rec.get(key, default) for rec in records]
     kinds = {type(x) for x in values}
     if parse is number and kinds <= {int, float}:
-        arr = np.asarray(values, dtype=np.float64)
+        try:
+            arr = np.asarray(values, dtype=np.float64)
+        except OverflowError:  # an integer too large for a float: the slow path names it
+            return None
         ok = bool(np.all(np.isfinite(arr)) and np.all(arr >= 0.0))
     elif parse is integer and kinds <= {int}:
-        ok = True
+        ok = not values or (max(values) <= _INT64_MAX and min(values) >= -_INT64_MAX)
     elif parse is flag and kinds <= {bool, int}:
         ok = all(x in (0, 1) for x in values)
     else:

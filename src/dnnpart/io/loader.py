@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError
+from dnnpart.graph.core import Graph
 from dnnpart.io import fields as f
 from dnnpart.io.dnn_partitioning import looks_like_reference, parse_problem
+from dnnpart.limits import check_finite_sum
 from dnnpart.problem import Objective, Problem
 
 if TYPE_CHECKING:
@@ -19,6 +21,18 @@ if TYPE_CHECKING:
 _MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype", "training": "--training",
                 "optimizer": "--optimizer", "precision": "--precision", "config_file": "--config",
                 "granularity": "--granularity"}
+
+
+def check_graph_sums(graph: Graph, source: str) -> None:
+    """Refuse graphs whose times, sizes or transfer costs sum past float64 (at the edge).
+
+    Every solver adds these up; ``1e308 + 1e308`` would be ``inf`` there, and a plan scored
+    ``inf`` is nonsense rather than an error.
+    """
+    check_finite_sum(graph.compute_time, f"{source}: node times")
+    check_finite_sum(graph.edge_cost, f"{source}: edge costs")
+    check_finite_sum(graph.memory_bytes, f"{source}: node memory")
+    check_finite_sum(graph.edge_bytes, f"{source}: edge bytes")
 
 
 def load_problem(
@@ -80,12 +94,15 @@ def load_problem(
         from dnnpart.io.native import load_graph
 
         graph = load_graph(path)
+        check_graph_sums(graph, str(path))
         if cluster is None:
             raise FormatError(f"{path}: a native graph file carries no cluster; pass one (--cluster)")
         return Problem(graph=graph, cluster=cluster, objective=objective or Objective(), name=path.stem)
     data = f.read_json(path)
     if looks_like_reference(data):
-        return parse_problem(data, str(path), cluster=cluster, objective=objective)
+        problem = parse_problem(data, str(path), cluster=cluster, objective=objective)
+        check_graph_sums(problem.graph, str(path))
+        return problem
     raise FormatError(
         f"{path}: unrecognised graph format (expected a dnn-partitioning JSON object with "
         "'nodes' and 'edges', a native .npz graph, or zoo:NAME)"

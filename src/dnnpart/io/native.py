@@ -55,6 +55,7 @@ field.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import secrets
@@ -68,6 +69,7 @@ import numpy.typing as npt
 
 from dnnpart.errors import FormatError, InvalidGraphError
 from dnnpart.graph.core import LAYER_TUPLE_FIELDS, Graph, LayerAttrs
+from dnnpart.limits import check_npz_member, read_bounded
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load_graph", "save_graph"]
 
@@ -219,7 +221,8 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
     [1, 2, 3]
     """
     path = Path(path)
-    with open(path, "rb") as fh:  # FileNotFoundError stays what it is
+    # a regular file of bounded size, read once (a FIFO, a device or a folder is refused)
+    with io.BytesIO(read_bounded(path, what="graph file")) as fh:
         try:
             archive = np.load(fh, allow_pickle=False)
         except _READ_ERRORS as exc:
@@ -276,6 +279,10 @@ def _graph_from_archive(archive: np.lib.npyio.NpzFile, path: Path) -> Graph:
 
     succ_ptr, succ_idx = arrays["succ_ptr"], arrays["succ_idx"]
     _check_csr(n, succ_ptr, succ_idx, path)
+    ids = arrays["original_ids"]
+    if np.unique(ids).size != ids.size:  # the JSON reader refuses them too
+        dup = ids[np.flatnonzero(np.diff(np.sort(ids)) == 0)[0]]
+        raise FormatError(f"{path}: original_ids: duplicate id {int(dup)}")
     names = _decode_strings(arrays["names_blob"], arrays["names_offsets"], "names", path)
     op_types = (
         _decode_strings(arrays["op_types_blob"], arrays["op_types_offsets"], "op_types", path)
@@ -388,11 +395,31 @@ def _read_tuple_pair(
 
 
 def _read(archive: np.lib.npyio.NpzFile, name: str, path: Path) -> npt.NDArray[Any]:
-    """One member, with read failures (CRC, truncation, pickled objects) as FormatError."""
+    """One member, with read failures (CRC, truncation, pickled objects) as FormatError.
+
+    The member's ``.npy`` header is read first and its size checked against
+    :data:`~dnnpart.limits.MAX_NPZ_MEMBER_BYTES` before anything is decompressed (a zip bomb
+    is refused from its header); a member that is not an array is refused too.
+    """
     try:
-        arr: npt.NDArray[Any] = archive[name]
-    except _READ_ERRORS as exc:
-        raise FormatError(f"{path}: {name}: unreadable ({_reason(exc)})") from None
+        if archive.zip is None:
+            raise ValueError("archive closed")
+        with archive.zip.open(f"{name}.npy") as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+        check_npz_member(tuple(shape), np.dtype(dtype), f"{path}: {name}")
+        arr: Any = archive[name]
+    except FormatError:
+        raise
+    except (*_READ_ERRORS, RecursionError, TypeError, AttributeError) as exc:
+        raise FormatError(f"{path}: {name}: unreadable, not an .npy array ({_reason(exc)})") from None
+    if not isinstance(arr, np.ndarray):
+        raise FormatError(f"{path}: {name}: expected an array, got {type(arr).__name__}")
     return arr
 
 

@@ -251,6 +251,8 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
             objective=result.objective if math.isfinite(result.objective) else None,
             bound=result.bound,
         )
+        if result.stats.get("stopped"):  # "interrupted" or "time-limit": the best plan so far
+            out["stopped"] = result.stats["stopped"]
     out["devices"] = devices
     from dnnpart.io.cluster_file import cluster_to_dict
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,10 @@ def cell_from_result(result: SolveResult, problem: Problem | None = None) -> Cel
                 note="; ".join(notes), plan=result.plan)
 
 
+#: Whether :func:`run_cell` solves with ``deterministic=True`` (set per reproduction run).
+DETERMINISTIC: ContextVar[bool] = ContextVar("DETERMINISTIC", default=True)
+
+
 def run_cell(
     problem: Problem, method: str, *, time_limit: float | None = None, score_on: Problem | None = None,
     **options: Any,
@@ -100,7 +105,9 @@ def run_cell(
         return Cell(value=None, note=f"{NOT_AVAILABLE} for {problem.objective.kind}")
     started = time.perf_counter()
     try:
-        result = solve(problem, method, time_limit=time_limit, **options)
+        # deterministic: a rerun of the same table gives the same plans (issue 13)
+        result = solve(problem, method, time_limit=time_limit, deterministic=DETERMINISTIC.get(),
+                       **options)
     except Exception as exc:  # a table records why a method failed and goes on
         logger.info("%s failed on %s: %s", method, problem.name, exc, exc_info=True)
         text = " ".join(str(exc).split())[:200]

@@ -20,7 +20,7 @@ from dnnpart.io import read_problem
 from dnnpart.problem import Objective, Problem
 from dnnpart.reproduce import published as pub
 from dnnpart.reproduce.layers import contract_layers, has_layer_ids
-from dnnpart.reproduce.records import NOT_AVAILABLE, Cell, run_cell
+from dnnpart.reproduce.records import DETERMINISTIC, NOT_AVAILABLE, Cell, run_cell
 from dnnpart.reproduce.tables import Row, Table, to_csv, to_markdown
 from dnnpart.reproduce.workloads import Workload, find_workloads
 from dnnpart.scenarios import latency_scenario
@@ -121,10 +121,34 @@ def _options(spec: MethodSpec, w: Workload, folder: Path) -> dict[str, Any]:
     return options
 
 
+def check_methods(methods: list[str] | None) -> None:
+    """Refuse ``--methods`` names that are neither a column nor a method of the tables.
+
+    A typo would otherwise give empty tables and exit 0.
+
+    Examples
+    --------
+    >>> check_methods(["dp", "scotch"])
+    >>> check_methods(["bogus"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --methods: unknown column or method 'bogus'; choose from ...
+    """
+    if not methods:
+        return
+    specs = table1_methods()
+    known = {*specs, *TABLE4_METHODS}
+    known |= {s.method for s in (*specs.values(), *TABLE4_METHODS.values())}
+    unknown = sorted(set(methods) - known)
+    if unknown:
+        raise ValueError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
+                         f"choose from {', '.join(sorted(known))}")
+
+
 def reproduce_tarnawski2020(
     workloads_dir: str | Path, out_dir: str | Path, *, time_limit: float | None = None,
     methods: list[str] | None = None, quick: bool = False, only: list[str] | None = None,
-    figure: bool = True, notify: Notify | None = None,
+    figure: bool = True, notify: Notify | None = None, deterministic: bool = True,
 ) -> Report:
     """Run paper 1's experiments on the workloads under ``workloads_dir``; write to ``out_dir``.
 
@@ -136,6 +160,8 @@ def reproduce_tarnawski2020(
     only : keep the workloads whose key contains one of these substrings.
     figure : draw Figure 8 (needs matplotlib; skipped with a note when missing).
     notify : receives one line per step (the CLI shows them on stderr).
+    deterministic : run every method with ``deterministic=True`` (the same tables run to
+        run; the portfolio IP then runs CP-SAT only, HiGHS having no deterministic time).
 
     Writes ``table{1,2,3,4}.{md,csv}``, ``figure8.{png,svg}`` and ``report.md`` (all tables).
 
@@ -146,6 +172,19 @@ def reproduce_tarnawski2020(
     >>> r.workloads
     []
     """
+    token = DETERMINISTIC.set(deterministic)
+    try:
+        return _reproduce(workloads_dir, out_dir, time_limit=time_limit, methods=methods,
+                          quick=quick, only=only, figure=figure, notify=notify)
+    finally:
+        DETERMINISTIC.reset(token)
+
+
+def _reproduce(
+    workloads_dir: str | Path, out_dir: str | Path, *, time_limit: float | None,
+    methods: list[str] | None, quick: bool, only: list[str] | None, figure: bool,
+    notify: Notify | None,
+) -> Report:
     started = time.perf_counter()
     folder, out = Path(workloads_dir), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -153,6 +192,7 @@ def reproduce_tarnawski2020(
     limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT_S if quick else FULL_TIME_LIMIT_S)
     wanted = set(methods) if methods else None
     specs = table1_methods(QUICK_RESTARTS if quick else 10)
+    check_methods(methods)
     found = find_workloads(folder, only)
     scotch = scotch_program() is not None
 

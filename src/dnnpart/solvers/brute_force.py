@@ -13,13 +13,15 @@ from dnnpart.evaluate import evaluate
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 MAX_ASSIGNMENTS = 200_000
 
 
-def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan | None:
+def _search(problem: Problem, *, contiguous: bool, max_assignments: int,
+            clock: Stopwatch) -> tuple[Plan | None, bool]:
+    """Best plan over every assignment and whether the search finished (time limit, Ctrl-C)."""
     # Colocated nodes share a device in every feasible plan: enumerate units, not nodes.
     unit_ptr, unit_nodes = colocation_units(problem.graph)
     n_units, d = unit_ptr.shape[0] - 1, problem.cluster.n_devices
@@ -31,14 +33,16 @@ def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan
     unit_of = np.empty(problem.graph.n_nodes, np.int64)
     unit_of[unit_nodes] = np.repeat(np.arange(n_units), np.diff(unit_ptr))
     best_value, best = math.inf, None
-    for combo in itertools.product(range(d), repeat=n_units):
+    for count, combo in enumerate(itertools.product(range(d), repeat=n_units)):
+        if count % 256 == 255 and clock.expired():
+            return best, False
         plan = Plan(assignment=np.asarray(combo, dtype=np.int32)[unit_of])
         ev = evaluate(problem, plan)
         if not ev.feasible or (contiguous and not ev.contiguous.all()):
             continue
         if ev.objective < best_value:
             best_value, best = ev.objective, plan
-    return best
+    return best, True
 
 
 @register(
@@ -48,6 +52,10 @@ def _search(problem: Problem, *, contiguous: bool, max_assignments: int) -> Plan
     objectives=("throughput", "latency"),
     exact=True,
     source="test oracle",
+    options=(
+        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
+               minimum=1),
+    ),
 )
 def solve_brute_force(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -62,8 +70,9 @@ def solve_brute_force(
     3.0
     """
     clock = Stopwatch(time_limit)
-    plan = _search(problem, contiguous=False, max_assignments=max_assignments)
-    return result_from_plan(problem, plan, method="brute-force", clock=clock, proven=True,
+    plan, finished = _search(problem, contiguous=False, max_assignments=max_assignments,
+                             clock=clock)
+    return result_from_plan(problem, plan, method="brute-force", clock=clock, proven=finished,
                             search_space="all splits")
 
 
@@ -74,6 +83,10 @@ def solve_brute_force(
     objectives=("throughput", "latency"),
     exact=True,
     source="test oracle",
+    options=(
+        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
+               minimum=1),
+    ),
 )
 def solve_brute_force_contiguous(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -89,6 +102,7 @@ def solve_brute_force_contiguous(
     5.0
     """
     clock = Stopwatch(time_limit)
-    plan = _search(problem, contiguous=True, max_assignments=max_assignments)
+    plan, finished = _search(problem, contiguous=True, max_assignments=max_assignments,
+                             clock=clock)
     return result_from_plan(problem, plan, method="brute-force-contiguous", clock=clock,
-                            proven=True, search_space="contiguous splits")
+                            proven=finished, search_space="contiguous splits")

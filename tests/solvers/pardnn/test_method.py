@@ -68,7 +68,7 @@ def test_heuristic_one_success_is_reverified_by_the_emulator() -> None:
         cl = dataclasses.replace(base, devices=tuple(dataclasses.replace(d, memory_bytes=cap / 0.9)
                                                      for d in base.devices))
         r = solve(Problem(graph=g, cluster=cl, objective=Objective(kind="makespan")), "pardnn",
-                  memory_heuristic=1)
+                  memory_heuristic="1")  # typed option (issue 13)
         peaks = emulate_ops(g, cl, r.plan.assignment, curves=False).peak_memory
         if r.stats["heuristic1_success"]:
             assert np.all(peaks <= cap * (1 + 1e-12))

@@ -73,6 +73,7 @@ from dnnpart.solvers.dp.hierarchy import (
 )
 from dnnpart.solvers.dp.ideals import (
     DEFAULT_MAX_IDEALS,
+    DEFAULT_MAX_MEMORY_BYTES,
     IdealLattice,
     enumerate_stage_ideals,
     linear_ideals,
@@ -88,7 +89,7 @@ from dnnpart.solvers.dp.kernels import (
     dp_fill,
 )
 from dnnpart.solvers.dp.preprocess import StageGraph, build_stage_graph
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 __all__ = [
@@ -249,7 +250,9 @@ def run_dp(
     counters = np.zeros(2, np.int64)
     outdeg = graph.out_degree()
     pred_edge = graph.pred_edge
-    chunk = max(1, n_ideals // 100)
+    # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
+    # lower ideal, so on a 200k-ideal chain 1% of the rows is tens of seconds
+    chunk = max(1, min(n_ideals // 100, 64))
     finished = True
     for start in range(0, n_ideals, chunk):
         if clock is not None and clock.expired():
@@ -339,10 +342,21 @@ def _space(problem: Problem, what: str) -> str:
     objectives=("throughput",),
     exact=True,
     source="paper 1, section 5.1.1, 5.3 and appendices B, C",
+    options=(
+        Option("max_ideals", int, DEFAULT_MAX_IDEALS, "refuse lattices with more ideals", minimum=1),
+        Option("max_memory_bytes", int, DEFAULT_MAX_MEMORY_BYTES,
+               "refuse when the lattice and DP tables would need more memory", minimum=1),
+        Option("use_upper_bound", bool, True, "prune with DPL's value (exact either way)"),
+        Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
+        Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
+        Option("max_hierarchy_ideals", int, DEFAULT_MAX_HIERARCHY_IDEALS,
+               "hierarchical clusters: refuse lattices with more ideals", minimum=1),
+    ),
 )
 def solve_dp(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
-    max_ideals: int = DEFAULT_MAX_IDEALS, use_upper_bound: bool = True, merge_trivial: bool = True,
+    max_ideals: int = DEFAULT_MAX_IDEALS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+    use_upper_bound: bool = True, merge_trivial: bool = True,
     replication: bool = False, max_hierarchy_ideals: int = DEFAULT_MAX_HIERARCHY_IDEALS,
     **options: Any,
 ) -> SolveResult:
@@ -352,6 +366,8 @@ def solve_dp(
     ----------
     max_ideals : refuse (``ProblemTooLargeError``) graphs with more ideals than this after
         preprocessing; ``dpl`` or the integer program handle those.
+    max_memory_bytes : refuse, before allocating, lattices whose enumeration and DP tables
+        (bytes per ideal times ideals, bytes per cover edge times edges) would need more.
     merge_trivial : merge zero-time nodes into their only neighbour (paper 1's code does;
         exact, see :func:`~dnnpart.solvers.dp.preprocess.build_stage_graph`).
     use_upper_bound : solve DPL first and prune with its value (exactness is unaffected;
@@ -393,7 +409,10 @@ def solve_dp(
                                 progress)
     if progress is not None:
         progress.update(f"DP: contracted to {stage.n_stage_nodes:,} forward nodes", 0.0)
-    lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals))
+    _check_cap(max_memory_bytes, "max_memory_bytes")
+    lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals),
+                                     max_memory_bytes=int(max_memory_bytes),
+                                     bytes_per_ideal=_table_bytes(problem, replication))
     t_enum = clock.elapsed
     if progress is not None:
         progress.update(f"DP: {lattice.n_ideals:,} ideals enumerated, {t_enum:.1f} s", 0.0)
@@ -429,6 +448,12 @@ def solve_dp(
         space += " (priced at the host link, not the hierarchy: not proven optimal)"
     return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
                             search_space=_space(problem, space), **stats)
+
+
+def _table_bytes(problem: Problem, replication: bool) -> int:
+    """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, stamp, counts)."""
+    cells = (problem.cluster.n_accelerators + 1) * (problem.cluster.n_cpus + 1)
+    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4
 
 
 def _check_cap(value: object, name: str) -> None:
@@ -492,6 +517,10 @@ def _solve_hierarchy(
     objectives=("throughput",),
     exact=False,
     source="paper 1, section 5.1.2",
+    options=(
+        Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
+        Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
+    ),
 )
 def solve_dpl(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,

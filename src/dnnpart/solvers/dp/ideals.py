@@ -66,16 +66,39 @@ def _down_csr(
     return ptr, node[order].astype(np.int32), lower[order].astype(np.int32)
 
 
+#: Default cap on the memory the lattice and the DP tables may take (``max_memory_bytes``).
+DEFAULT_MAX_MEMORY_BYTES = 1_000_000_000
+
+
+def lattice_budget(n_nodes: int, max_memory_bytes: int, bytes_per_ideal: int = 0) -> tuple[int, int]:
+    """Caps ``(ideals, cover edges)`` that keep the enumeration within ``max_memory_bytes``.
+
+    An ideal costs its parent/added/CSR entries (20 bytes) plus ``bytes_per_ideal`` (the DP
+    tables of the caller); a cover edge its three ``int32`` and their sorted copies (~40
+    bytes) or, while its level is open, a frontier pair with the ideal's bit set
+    (``8 * ceil(n / 64) + 32`` bytes): the larger is charged.
+
+    Examples
+    --------
+    >>> lattice_budget(64, 10**6)
+    (50000, 20833)
+    """
+    per_edge = max(40, 8 * ((n_nodes + 63) // 64) + 40)
+    return max(1, max_memory_bytes // (20 + bytes_per_ideal)), max(1, max_memory_bytes // per_edge)
+
+
 def enumerate_stage_ideals(
-    stage: StageGraph, *, max_ideals: int = DEFAULT_MAX_IDEALS
+    stage: StageGraph, *, max_ideals: int = DEFAULT_MAX_IDEALS,
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, bytes_per_ideal: int = 0,
 ) -> IdealLattice:
     """All ideals of the stage DAG with their cover relations.
 
     Raises
     ------
     ProblemTooLargeError
-        When there are more than ``max_ideals`` ideals (found before memory grows past the
-        limit's worth).
+        When there are more than ``max_ideals`` ideals, or when the lattice (with
+        ``bytes_per_ideal`` more per ideal for the caller's tables) would need more than
+        ``max_memory_bytes`` (both found before memory grows past the limit's worth).
 
     Examples
     --------
@@ -90,10 +113,18 @@ def enumerate_stage_ideals(
     zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
         0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True
     )
+    by_memory, max_edges = lattice_budget(n, int(max_memory_bytes), bytes_per_ideal)
     n_ideals, parent, added, e_up, e_node, e_low = enumerate_lattice(
         n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx, zobrist,
-        int(max_ideals),
+        int(min(max_ideals, by_memory)), int(max_edges),
     )
+    if n_ideals == -2 or (n_ideals == -1 and by_memory < max_ideals):
+        raise ProblemTooLargeError(
+            f"the contracted forward graph ({n} nodes) has too many ideals for the exact DP "
+            f"within max_memory_bytes={max_memory_bytes:,} (estimated before allocating). Use "
+            "'dpl' (DP on a linearized graph, polynomial) or the integer program, or raise "
+            "max_memory_bytes"
+        )
     if n_ideals < 0:
         raise ProblemTooLargeError(
             f"the contracted forward graph ({n} nodes) has more than {max_ideals:,} ideals; "

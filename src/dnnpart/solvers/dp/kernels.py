@@ -30,13 +30,15 @@ KIND_ACC, KIND_CPU, KIND_FEWER_ACC, KIND_FEWER_CPU, KIND_BASE = 0, 1, 2, 3, -1
 
 
 @kernel
-def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_ideals):  # type: ignore[no-untyped-def]
+def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_ideals, max_edges):  # type: ignore[no-untyped-def]
     """Enumerate the ideals of a DAG (ids topological) by size, with their cover relations.
 
     Returns ``(n_ideals, parent, added, edge_upper, edge_node, edge_lower)``: ideal ``i`` is
     ``parent[i]`` plus node ``added[i]`` (ideal 0 is empty); each edge says
     ``edge_upper = edge_lower + {edge_node}``. When more than ``max_ideals`` ideals exist,
-    returns ``n_ideals = -1`` early (memory stays bounded by the limit).
+    returns ``n_ideals = -1`` early (memory stays bounded by the limit); when more than
+    ``max_edges`` cover edges (or frontier pairs of one level) would be stored, returns
+    ``n_ideals = -2`` before allocating them.
     """
     n_words = (n + 63) // 64
     one = np.uint64(1)
@@ -76,6 +78,8 @@ def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_id
         total = cur_fptr[n_cur]
         if total == 0:
             break
+        if total > max_edges:
+            return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
         t_cap = 16
         while t_cap < 2 * total:
             t_cap *= 2
@@ -159,6 +163,8 @@ def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_id
                             n_f += 1
                     nxt_fptr[c + 1] = n_f
                     found = c
+                if n_edges >= max_edges:
+                    return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
                 if n_edges == e_cap:
                     e_cap *= 2
                     u2 = np.empty(e_cap, np.int32)

@@ -19,13 +19,17 @@ class BackendSettings:
     """Limits and knobs passed through to the backend.
 
     ``gap`` is the relative gap at which the backend may stop; ``threads`` its worker
-    count (``None``: backend default); ``seed`` its random seed.
+    count (``None``: backend default); ``seed`` its random seed. ``deterministic`` asks for
+    the same answer run to run: the time limit is then counted in the backend's
+    deterministic time units (CP-SAT: ``max_deterministic_time``, parallel workers
+    interleaved) instead of wall seconds.
     """
 
     time_limit: float | None = None
     gap: float = 0.01
     threads: int | None = None
     seed: int = 0
+    deterministic: bool = False
     on_progress: ProgressHook | None = None
 
 

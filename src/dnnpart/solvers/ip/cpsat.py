@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.interrupt import note_time_limit, run_blocking
 from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
 
@@ -208,10 +209,19 @@ def run_program(program: CpsatProgram, cp: Any, settings: BackendSettings, *,
     solver = cp_model.CpSolver()
     params = solver.parameters
     if settings.time_limit is not None:
-        params.max_time_in_seconds = max(0.01, settings.time_limit - (time.perf_counter() - t0))
+        seconds = max(0.01, settings.time_limit - (time.perf_counter() - t0))
+        if settings.deterministic:  # the budget as given: translation time varies run to run
+            params.max_deterministic_time = settings.time_limit
+        else:
+            params.max_time_in_seconds = seconds
     params.relative_gap_limit = settings.gap
-    params.num_workers = settings.threads or 0
+    params.num_workers = settings.threads or (8 if settings.deterministic else 0)
     params.random_seed = settings.seed
+    if settings.deterministic:  # deterministic parallel search: workers take turns in batches
+        params.interleave_search = True
+    # Ctrl-C goes to dnnpart's stop flag (not CP-SAT's own handler, which would end the search
+    # as if it had finished); run_blocking then calls stop_search and keeps the incumbent.
+    params.catch_sigint_signal = False
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -222,7 +232,9 @@ def run_program(program: CpsatProgram, cp: Any, settings: BackendSettings, *,
                                      (self.best_objective_bound - offset) / scale,
                                      time.perf_counter() - t0)
 
-    status = solver.solve(cp, _Callback())
+    status = run_blocking(lambda: solver.solve(cp, _Callback()), solver.stop_search)
+    if status == cp_model.FEASIBLE or status == cp_model.UNKNOWN:
+        note_time_limit()
     response = solver.response_proto
     stats: dict[str, Any] = {"resolution_per_s": scale, "exact_scaling": program.exact,
                              "backend_status": solver.status_name(status)}

@@ -13,7 +13,7 @@ from dnnpart.problem import LATENCY, Objective, Problem
 from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 _CLOSED = 1e-6
 
 _KNOWN = {"backend", "gap", "threads", "seed", "warm_start", "contiguous_cpus", "symmetry",
-          "subgraphs_per_device", "descent"}
+          "subgraphs_per_device", "descent", "deterministic"}
 
 #: Share of a time limit kept for threshold descent when the max-load solve stops short of
 #: the gap (throughput, CP-SAT; see :mod:`~dnnpart.solvers.ip.threshold`).
@@ -55,12 +55,17 @@ def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
             raise ValueError(f"{method}: {flag} must be True or False, got {options[flag]!r}")
     if options.get("descent") and backend != "cpsat":
         raise ValueError(f"{method}: descent runs on the cpsat backend, not {backend!r}")
+    deterministic = bool(options.get("deterministic", False))
+    if deterministic and (backend == "highs" or options.get("descent")):
+        raise ValueError(f"{method}: deterministic runs use CP-SAT's deterministic time; HiGHS "
+                         "and descent count wall seconds (use backend cpsat or portfolio)")
     return {
         "backend": backend, "gap": gap, "threads": None if threads is None else int(threads),
         "seed": int(options.get("seed", 0)), "warm_start": options.get("warm_start", "auto"),
         "contiguous_cpus": options.get("contiguous_cpus", True),
         "symmetry": options.get("symmetry", True),
         "descent": options.get("descent", False),
+        "deterministic": deterministic,
         "q": None if q is None else int(q),
     }
 
@@ -170,6 +175,8 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         stats["warm_start_objective"] = warm_value
 
     remaining = None if time_limit is None else max(0.01, time_limit - clock.elapsed)
+    if opts["deterministic"] and time_limit is not None:
+        remaining = time_limit  # deterministic time: the same budget whatever building took
     descent = bool(opts["descent"])
     if descent and (latency or remaining is None):
         raise ValueError(f"{method}: descent improves throughput plans within a time limit; "
@@ -179,7 +186,8 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     portfolio = opts["backend"] == "portfolio"
     phases = [opts["backend"]]
     if portfolio:  # without a time limit CP-SAT runs to the gap: nothing left for HiGHS
-        phases = ["cpsat", "highs"] if time_limit is not None else ["cpsat"]
+        # deterministic: CP-SAT only (HiGHS has no deterministic time limit)
+        phases = ["cpsat", "highs"] if time_limit is not None and not opts["deterministic"] else ["cpsat"]
     best, best_value, bound, certified = warm_plan, warm_value, -math.inf, True
     for i, name in enumerate(phases):
         seconds = remaining
@@ -247,7 +255,8 @@ def _backend_phase(problem: Problem, built: ThroughputModel | LatencyModel, name
                             f"gap {100 * max(gap, 0):.2f}%, {elapsed:.1f} s")
 
     settings = BackendSettings(time_limit=seconds, gap=opts["gap"], threads=opts["threads"],
-                               seed=opts["seed"], on_progress=report)
+                               seed=opts["seed"], deterministic=opts["deterministic"],
+                               on_progress=report)
     outcome: BackendOutcome = _backend(name)(built.model, settings)
     plan, value = None, math.inf
     if outcome.values is not None:
@@ -333,6 +342,23 @@ def _latency_space(q: int, contiguous_cpus: bool) -> str:
     objectives=("throughput", "latency"),
     exact=True,
     source="paper 1, sections 4, 4.2, 5.1.3, 5.3 (Figs. 3, 6), Lemma 4.1",
+    options=(
+        Option("backend", str, "cpsat", "MIP backend; portfolio: CP-SAT for half the time, then HiGHS",
+               choices=("cpsat", "highs", "portfolio")),
+        Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
+        Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
+        Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
+        Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
+        Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
+        Option("symmetry", bool, True, "break symmetry between identical devices"),
+        Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
+               minimum=1, maximum=4096),
+        Option("descent", bool, False, "throughput, cpsat: half the time limit for threshold descent"),
+        Option("deterministic", bool, False,
+               "same plan run to run: deterministic time instead of wall time, fixed seed"),
+    ),
+    anytime=True,
+    time_kind="integer-program",
 )
 def solve_ip(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -358,6 +384,23 @@ def solve_ip(
     objectives=("throughput",),
     exact=True,
     source="paper 1, section 5.2 (Fig. 6 without contiguity)",
+    options=(
+        Option("backend", str, "cpsat", "MIP backend; portfolio: CP-SAT for half the time, then HiGHS",
+               choices=("cpsat", "highs", "portfolio")),
+        Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
+        Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
+        Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
+        Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
+        Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
+        Option("symmetry", bool, True, "break symmetry between identical devices"),
+        Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
+               minimum=1, maximum=4096),
+        Option("descent", bool, False, "throughput, cpsat: half the time limit for threshold descent"),
+        Option("deterministic", bool, False,
+               "same plan run to run: deterministic time instead of wall time, fixed seed"),
+    ),
+    anytime=True,
+    time_kind="integer-program",
 )
 def solve_ip_noncontig(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from dnnpart.interrupt import request_stop, run_blocking
 from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
 
@@ -64,7 +66,10 @@ def solve_highs(model: MipModel, settings: BackendSettings) -> BackendOutcome:
     reader.start()
     child.stdin.write(payload)
     child.stdin.close()
-    result = child.stdout.read()
+    # the parent waits in slices: on Ctrl-C or a passed time limit it asks the child to stop
+    # (SIGINT: the child cancels HiGHS and sends back its incumbent)
+    stdout = child.stdout
+    result = run_blocking(stdout.read, lambda: child.send_signal(signal.SIGINT))
     child.wait()
     reader.join()
     if child.returncode != 0 or not result:
@@ -129,7 +134,7 @@ def _solve_in_process(model: MipModel, settings: BackendSettings) -> BackendOutc
               time.perf_counter() - started, file=sys.stderr, flush=True)
 
     h.cbMipImprovingSolution.subscribe(improving)
-    h.run()
+    run_blocking(h.run, h.cancelSolve)
     status = h.getModelStatus()
     name = h.modelStatusToString(status)
     info = h.getInfo()
@@ -149,6 +154,9 @@ _PROGRESS = "@@progress"
 
 
 def _main() -> None:
+    # Ctrl-C in the terminal reaches the child too, and the parent forwards its stop
+    # requests as SIGINT: either way HiGHS is cancelled and its incumbent returned.
+    signal.signal(signal.SIGINT, lambda signum, frame: request_stop())
     model, settings = pickle.loads(sys.stdin.buffer.read())
     # the result goes to the original stdout; anything HiGHS prints natively (highspy 1.16
     # prints a banner on creating a solver) is sent to stderr, where the parent logs it

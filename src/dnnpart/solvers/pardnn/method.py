@@ -36,7 +36,7 @@ from dnnpart.solvers.pardnn.levels import critical_path_length
 from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memory
 from dnnpart.solvers.pardnn.overflow import MEMORY_FRACTION, heuristic_one
 from dnnpart.solvers.pardnn.solver import pardnn
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -126,6 +126,14 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
     guarantee="heuristic; with memory_heuristic=1 success means every emulated peak fits "
               "memory_fraction of its device",
     source="paper 2 (Qararyah et al. 2021), §3–4",
+    options=(
+        Option("memory_heuristic", str, "auto", "memory step: auto (I when needed), none, 1 or 2",
+               choices=("auto", "none", "1", "2")),
+        Option("memory_fraction", float, MEMORY_FRACTION, "share of each device's memory to fill",
+               minimum=1e-9, maximum=1.0),
+        Option("cp_split_threshold", float, CP_SPLIT_THRESHOLD,
+               "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
+    ),
 )
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
@@ -133,7 +141,7 @@ def solve_pardnn(
     cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
-    memory_heuristic = str(memory_heuristic)  # --set memory_heuristic=1 arrives as an int
+    memory_heuristic = str(memory_heuristic)  # the schema gives text; direct calls may pass 1
     if memory_heuristic not in ("auto", "none", "1", "2"):
         raise ValueError(f"memory_heuristic must be one of auto, none, 1, 2; got {memory_heuristic!r}")
     threshold: float | None

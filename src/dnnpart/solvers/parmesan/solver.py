@@ -57,7 +57,7 @@ from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipelin
 from dnnpart.solvers.parmesan.refinement import refine
 from dnnpart.solvers.parmesan.search import DEFAULT_EPS, map_stages
 from dnnpart.solvers.parmesan.stages import PipelineStages, Topology
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
@@ -370,6 +370,40 @@ def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n:
     return out
 
 
+def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
+             mapping_default: str = "parmesan") -> tuple[Option, ...]:
+    """The typed option schema shared by the Parmesan methods (and pipedream's pipeline mode)."""
+    out = [
+        Option("stages", int, None, "pipeline stages S (default: search the divisor pairs of D)",
+               minimum=1),
+        Option("replicas", int, None, "replicas R per stage (S * R = accelerators)", minimum=1),
+    ]
+    if clustering:
+        out += [Option("k", int, 128, "hyper-ops after clustering (none: no clustering)",
+                       minimum=1, nullable=True),
+                Option("alpha", float, 0.001, "Eq. 4 weight of communication", minimum=0.0)]
+    if refinement:
+        out.append(Option("refine_steps", int, 100, "refinement moves at most", minimum=0))
+    out += [
+        Option("mapping", str, mapping_default, "stage-to-device mapping", choices=MAPPINGS),
+        Option("instantiation", str, "auto", "Eq. 6 (p2p), Eq. 7 (allreduce) or the paper's rule",
+               choices=INSTANTIATIONS),
+        Option("eps", float, None, "relative width of the mapper's final interval (1e-3)",
+               minimum=1e-12, maximum=0.999),
+        Option("gap", float, None, "same as eps", minimum=1e-12, maximum=0.999),
+        Option("optimizer_states", float, 2.0, "optimizer state copies of the weights (Adam: 2)",
+               minimum=0.0),
+        Option("threads", int, 1, "mapper worker processes", minimum=1),
+        Option("deterministic", bool, False, "budget mapper targets by nodes, not the clock"),
+        Option("seed", int, 0, "seed of the random mapping", minimum=0, nullable=True),
+        Option("max_ideals", int, DEFAULT_MAX_IDEALS, "cap on the DP's ideal lattice", minimum=1),
+    ]
+    if seed_option:
+        out.append(Option("layer_seed", bool, True,
+                          "also try PipeDream's layer-path partition (false: the paper's flow)"))
+    return tuple(out)
+
+
 _SPACE = "pipelines of S stages x R replicas (chains of fronted subgraphs) mapped onto the accelerators"
 _GUARANTEE = ("heuristic partition (clustering + exact DP + refinement); mapping optimal for "
               "Eq. 5 within eps when it finishes (bound and gap in stats)")
@@ -381,6 +415,7 @@ _GUARANTEE = ("heuristic partition (clustering + exact DP + refinement); mapping
             "stage-to-device mapping on the topology",
     guarantee=_GUARANTEE, objectives=(PIPELINE,),
     source="paper 4 (Parmesan), Secs. 4-5",
+    options=pipeline_options(clustering=True, refinement=True, seed_option=True), anytime=True,
 )
 def solve_parmesan(problem: Problem, /, *, time_limit: float | None = None,
                    progress: Progress | None = None, **options: Any) -> SolveResult:
@@ -406,6 +441,7 @@ def solve_parmesan(problem: Problem, /, *, time_limit: float | None = None,
             "refinement, mapping",
     guarantee="ablation; partition exact for Eq. 3 before refinement (lattice guard applies)",
     objectives=(PIPELINE,), source="paper 4, ablation",
+    options=pipeline_options(clustering=False, refinement=True, seed_option=False), anytime=True,
 )
 def solve_parmesan_noclust(problem: Problem, /, *, time_limit: float | None = None,
                            progress: Progress | None = None, **options: Any) -> SolveResult:
@@ -421,6 +457,7 @@ def solve_parmesan_noclust(problem: Problem, /, *, time_limit: float | None = No
     summary="Parmesan without refinement: clustering + DP, then mapping",
     guarantee="ablation; heuristic partition, mapping as parmesan",
     objectives=(PIPELINE,), source="paper 4, ablation",
+    options=pipeline_options(clustering=True, refinement=False, seed_option=False), anytime=True,
 )
 def solve_parmesan_norefine(problem: Problem, /, *, time_limit: float | None = None,
                             progress: Progress | None = None, **options: Any) -> SolveResult:

@@ -1,0 +1,219 @@
+"""Stopping long runs: one stop flag for Ctrl-C and time limits, checked by every solver.
+
+Mechanism
+---------
+* A process-wide *stop flag* (:func:`request_stop`, :func:`stop_requested`) with the reason
+  (``"interrupted"`` or ``"time-limit"``). Solvers never poll it by hand: their
+  :class:`~dnnpart.solvers.registry.Stopwatch` reports ``expired()`` once it is set, so every
+  loop that already checked its own time limit also stops on Ctrl-C. Numba kernels run in
+  chunks between which the caller checks the clock (the DP fills 1% of its rows per call,
+  local search makes a bounded number of moves per call).
+* :func:`guard` wraps one top-level solve (:func:`dnnpart.solvers.registry.solve`). In the
+  main thread it routes SIGINT to the flag (first Ctrl-C: stop with the best plan so far;
+  second Ctrl-C: ``KeyboardInterrupt`` at once). A watchdog thread sets the flag with reason
+  ``"time-limit"`` when the time limit passes, and, as a backstop for code that cannot check
+  the flag (a long C call, a method that ignores the clock), raises :class:`Stopped` in the
+  solving thread ``GRACE_S`` seconds after the flag was set (plus 5% of the limit when the
+  limit set it). The
+  registry turns :class:`Stopped` into a result without a plan.
+* Blocking C solvers (CP-SAT, HiGHS) run in a helper thread through :func:`run_blocking`,
+  which waits in short slices and calls the solver's own ``stop`` hook when the flag is set,
+  so they return their incumbent.
+
+The stop reason of a finished solve is in ``result.stats["stopped"]``; the CLI maps
+``"interrupted"`` to exit 130.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+INTERRUPTED = "interrupted"
+TIME_LIMIT = "time-limit"
+
+#: Seconds a run may go on after the stop flag before the backstop raises :class:`Stopped`.
+GRACE_S = 2.0
+
+_lock = threading.Lock()
+_flag = threading.Event()
+_state: dict[str, Any] = {"reason": None, "since": None, "depth": 0, "limit_hit": False}
+
+
+class Stopped(BaseException):
+    """Raised in the solving thread by the backstop when a run ignores the stop flag."""
+
+
+def request_stop(reason: str = INTERRUPTED) -> None:
+    """Set the stop flag (the first reason given is kept).
+
+    Examples
+    --------
+    >>> reset(); request_stop("time-limit"); stop_requested(), stop_reason()
+    (True, 'time-limit')
+    >>> reset(); stop_requested()
+    False
+    """
+    with _lock:
+        if _state["reason"] is None:
+            _state["reason"], _state["since"] = reason, time.monotonic()
+        _flag.set()
+
+
+def stop_requested() -> bool:
+    """Whether a stop was requested (Ctrl-C or a passed time limit)."""
+    return _flag.is_set()
+
+
+def stop_reason() -> str | None:
+    """``"interrupted"``, ``"time-limit"`` or ``None``."""
+    reason: str | None = _state["reason"]
+    return reason
+
+
+def note_time_limit() -> None:
+    """Record that a solver stopped on its own time limit (reported as ``stopped``)."""
+    _state["limit_hit"] = True
+
+
+def depth() -> int:
+    """How many :func:`guard` blocks are active (0: no solve running)."""
+    return int(_state["depth"])
+
+
+def time_limit_hit() -> bool:
+    return bool(_state["limit_hit"])
+
+
+def reset() -> None:
+    """Clear the flag and the recorded reason (done when the outermost solve ends)."""
+    with _lock:
+        _flag.clear()
+        _state.update(reason=None, since=None, limit_hit=False)
+
+
+def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+
+
+@contextlib.contextmanager
+def guard(time_limit: float | None = None) -> Iterator[None]:
+    """Route Ctrl-C and the time limit to the stop flag for the duration of one solve.
+
+    Nested guards (a solver calling another method) share the outer one's flag and handler.
+
+    Examples
+    --------
+    >>> with guard(0.05):
+    ...     time.sleep(0.2)
+    ...     print(stop_reason())
+    time-limit
+    """
+    with _lock:
+        outer = _state["depth"] == 0
+        _state["depth"] += 1
+    if not outer:
+        try:
+            yield
+        finally:
+            _state["depth"] -= 1
+        return
+    reset()
+    previous: Any = None
+    handled = threading.current_thread() is threading.main_thread()
+    if handled:
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            if stop_requested() and stop_reason() == INTERRUPTED:
+                raise KeyboardInterrupt  # second Ctrl-C: give up on the incumbent
+            request_stop(INTERRUPTED)
+
+        try:
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # not the main interpreter
+            handled = False
+    done = threading.Event()
+    target = threading.get_ident()
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    # a passed time limit gets 5% of it more (models finishing their build); Ctrl-C does not
+    late = 0.05 * time_limit if time_limit is not None else 0.0
+
+    def watch() -> None:
+        fired_at = -math.inf
+        while not done.wait(0.05):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                request_stop(TIME_LIMIT)
+            since = _state["since"]
+            grace = GRACE_S + (late if _state["reason"] == TIME_LIMIT else 0.0)
+            # repeated: an asynchronous exception that lands in a __del__ or a gc callback
+            # is printed and dropped by Python
+            if since is not None and now - since >= grace and now - fired_at >= 1.0 \
+                    and not done.is_set():
+                fired_at = now
+                _raise_in(target, Stopped)
+
+    watcher = threading.Thread(target=watch, name="dnnpart-stop-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        while True:  # a late Stopped landing here must not leave the watcher running
+            try:
+                done.set()
+                watcher.join()
+                break
+            except Stopped:
+                continue
+        with _lock:
+            _state["depth"] -= 1
+        if handled:
+            signal.signal(signal.SIGINT, previous)
+
+
+def run_blocking(func: Callable[[], T], stop: Callable[[], None], *, poll_s: float = 0.05) -> T:
+    """Run ``func`` (a blocking C call that releases the GIL) in a helper thread.
+
+    The calling thread waits in ``poll_s`` slices; when the stop flag is set (or a
+    ``KeyboardInterrupt`` arrives) it calls ``stop()`` once (the solver's own "stop now"
+    hook), then waits for ``func`` to return its incumbent.
+
+    Examples
+    --------
+    >>> run_blocking(lambda: 42, lambda: None)
+    42
+    """
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["value"] = func()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=body, name="dnnpart-solver", daemon=True)
+    worker.start()
+    stopped = False
+    try:
+        while worker.is_alive():
+            worker.join(poll_s)
+            if not stopped and stop_requested():
+                stopped = True
+                stop()
+    except BaseException:
+        if not stopped:
+            stop()
+        worker.join()
+        raise
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
