@@ -79,7 +79,7 @@ def test_plan_from_mapping_places_copy_zero_as_primary() -> None:
     ({"mapping": "best"}, "option mapping"),
     ({"instantiation": "eq9"}, "option instantiation"),
     ({"k": 0}, "option k"),
-    ({"gap": 2.0}, "eps/gap"),
+    ({"gap": 2.0}, "option gap"),
     ({"refine_steps": -1}, "option refine_steps"),
     ({"colour": 1}, "unknown option"),
 ])

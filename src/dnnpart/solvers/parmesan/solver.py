@@ -379,8 +379,8 @@ def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
         Option("replicas", int, None, "replicas R per stage (S * R = accelerators)", minimum=1),
     ]
     if clustering:
-        out += [Option("k", int, 128, "hyper-ops after clustering (none: no clustering)",
-                       minimum=1, nullable=True),
+        out += [Option("k", int, 128, "hyper-ops after clustering (parmesan-noclust: none)",
+                       minimum=1),
                 Option("alpha", float, 0.001, "Eq. 4 weight of communication", minimum=0.0)]
     if refinement:
         out.append(Option("refine_steps", int, 100, "refinement moves at most", minimum=0))
@@ -395,7 +395,7 @@ def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
                minimum=0.0),
         Option("threads", int, 1, "mapper worker processes", minimum=1),
         Option("deterministic", bool, False, "budget mapper targets by nodes, not the clock"),
-        Option("seed", int, 0, "seed of the random mapping", minimum=0, nullable=True),
+        Option("seed", int, 0, "seed of the random mapping", minimum=0),
         Option("max_ideals", int, DEFAULT_MAX_IDEALS, "cap on the DP's ideal lattice", minimum=1),
     ]
     if seed_option:
