@@ -112,6 +112,7 @@ def solve_pipedream(
             refine_steps=0, graph=contracted.graph,
             search_space="pipelines of S stages x R replicas over the branch-contracted path",
             **options)
+    options.pop("deterministic", None)  # the throughput DP is deterministic already
     if options:
         raise ValueError(f"pipedream: option(s) {sorted(options)} apply to --objective pipeline "
                          "only")
