@@ -32,6 +32,7 @@ from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph import GraphBuilder, colocation_units
 from dnnpart.plan import SolveResult
 from dnnpart.solvers import available_methods, get_method, solve
+from dnnpart.testing.layer_problems import random_layer_problem
 from dnnpart.testing.strategies import seeded_problems
 
 METHODS = [m.name for m in available_methods()]
@@ -50,6 +51,10 @@ PROBLEM_SETS: dict[str, list[Problem]] = {
     "pipeline": seeded_problems(10, seed=404, max_nodes=6, max_accelerators=4, max_cpus=0,
                                 objective=Objective(kind="pipeline", microbatches=2)),
 }
+# paper 3's layer-wise objective: small random layer graphs on 2 and 4 GPUs
+_LAYER_RNG = np.random.default_rng(1717)
+PROBLEM_SETS["iteration"] = [random_layer_problem(_LAYER_RNG, max_layers=5, devices=2 + 2 * (i % 2))
+                             for i in range(8)]
 CASES = [(name, i) for name, problems in PROBLEM_SETS.items() for i in range(len(problems))]
 TOL = 1e-9
 
@@ -138,6 +143,9 @@ def test_method_conforms(method: str, set_name: str, index: int) -> None:
     # oracles
     if method in ORACLES or problem.objective.kind not in get_method("brute-force").objectives:
         return
+    if problem.objective.kind == "iteration":
+        _check_iteration_oracle(index, result, get_method(method).exact)
+        return
     best_all = oracle(set_name, index, "brute-force")
     best_contiguous = oracle(set_name, index, "brute-force-contiguous")
     info = get_method(method)
@@ -166,6 +174,26 @@ def test_method_conforms(method: str, set_name: str, index: int) -> None:
         return
     assert result.objective == pytest.approx(reference.objective, rel=1e-9, abs=1e-12), (
         f"{method} optimal {result.objective}, {reference.method} {reference.objective}")
+
+
+@functools.cache
+def _iteration_optimum(index: int) -> float:
+    """Eq. 1 brute force over every strategy of the layer-wise configuration space."""
+    from dnnpart.evaluate.iteration import iteration_setting
+    from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
+
+    problem = PROBLEM_SETS["iteration"][index]
+    layers, device, bw = iteration_setting(problem)
+    tables = build_tables(layers, bw.shape[0], device, bw)
+    best = min(iteration_time(tables, s) for s in itertools.product(*(range(len(x)) for x in tables.spaces)))
+    return best / problem.cluster.time_unit_s
+
+
+def _check_iteration_oracle(index: int, result: SolveResult, exact: bool) -> None:
+    best = _iteration_optimum(index)
+    assert result.objective >= best - TOL * max(1.0, best)
+    if exact and result.status is Status.OPTIMAL:
+        assert result.objective == pytest.approx(best, rel=1e-9)
 
 
 def _cyclic_instance() -> Problem:

@@ -15,6 +15,44 @@ from dnnpart.errors import InfeasibleError
 Int32Array = npt.NDArray[np.int32]
 
 
+@dataclass(frozen=True, slots=True)
+class LayerConfig:
+    """A layer's parallel configuration (paper 3): degrees per output dimension and the devices
+    holding its tiles.
+
+    ``degrees`` is ``(n, c, h, w)`` (sample, channel, height, width); the output is cut into
+    ``prod(degrees)`` equal tiles, numbered row-major over their coordinates, and tile ``t``
+    runs on ``devices[t]``.
+
+    Examples
+    --------
+    >>> LayerConfig((2, 1, 1, 2), (0, 1, 2, 3)).tiles
+    4
+    >>> LayerConfig((2, 1, 1, 1), (0,))
+    Traceback (most recent call last):
+    ...
+    ValueError: layer config: 2 tiles need 2 distinct devices, got (0,)
+    """
+
+    degrees: tuple[int, ...]
+    devices: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        deg = tuple(int(d) for d in self.degrees)
+        dev = tuple(int(d) for d in self.devices)
+        if not deg or any(d < 1 for d in deg):
+            raise ValueError(f"layer config: degrees must be integers >= 1, got {self.degrees}")
+        tiles = math.prod(deg)
+        if len(dev) != tiles or len(set(dev)) != tiles or any(d < 0 for d in dev):
+            raise ValueError(f"layer config: {tiles} tiles need {tiles} distinct devices, got {dev}")
+        object.__setattr__(self, "degrees", deg)
+        object.__setattr__(self, "devices", dev)
+
+    @property
+    def tiles(self) -> int:
+        return len(self.devices)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Plan:
     """Where each node runs.
@@ -30,6 +68,9 @@ class Plan:
         (``replica_of[p] == p``) holds the stage's nodes in ``assignment``; each replica
         ``j`` (``replica_of[j] == p != j``) holds none and runs the same nodes on every
         ``r``-th sample, ``r`` being the size of the group. ``None``: no replication.
+    layer_configs : optional ``(n,)`` :class:`LayerConfig` per node (layer-wise parallelism,
+        paper 3, objective ``iteration``); ``assignment`` then holds the device of each layer's
+        first tile.
 
     Examples
     --------
@@ -46,6 +87,7 @@ class Plan:
     subgraph: Int32Array | None = None
     replica_of: Int32Array | None = None
     pipeline_copy: Int32Array | None = None
+    layer_configs: tuple[LayerConfig, ...] | None = None
 
     def __post_init__(self) -> None:
         a = np.array(self.assignment, dtype=np.int32).reshape(-1)
@@ -94,6 +136,26 @@ class Plan:
                         f"{got.shape[0]} devices 0..{got.shape[0] - 1}, got {got.tolist()}")
             c.flags.writeable = False
             object.__setattr__(self, "pipeline_copy", c)
+        if self.layer_configs is not None:
+            configs = tuple(self.layer_configs)
+            if len(configs) != a.shape[0] or not all(isinstance(c, LayerConfig) for c in configs):
+                raise ValueError("plan layer_configs must hold one LayerConfig per node")
+            object.__setattr__(self, "layer_configs", configs)
+
+    @classmethod
+    def from_layer_configs(cls, configs: tuple[LayerConfig, ...] | list[LayerConfig]) -> Plan:
+        """A layer-wise plan; each node's ``assignment`` is its first tile's device.
+
+        Examples
+        --------
+        >>> p = Plan.from_layer_configs([LayerConfig((1, 1, 1, 1), (0,)),
+        ...                              LayerConfig((1, 2, 1, 1), (1, 0))])
+        >>> p.assignment.tolist()
+        [0, 1]
+        """
+        configs = tuple(configs)
+        first = np.array([c.devices[0] for c in configs], dtype=np.int32)
+        return cls(assignment=first, layer_configs=configs)
 
     @property
     def n_nodes(self) -> int:

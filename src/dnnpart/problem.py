@@ -14,7 +14,10 @@ MAKESPAN = "makespan"
 #: Paper 4: simulated time per sample of a synchronous pipeline
 #: (:func:`dnnpart.simulate.simulate_pipeline`); Eq. 5's max stage time is reported beside it.
 PIPELINE = "pipeline"
-OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE)
+#: Paper 3: time of one training iteration of a layer-wise parallel strategy (Eq. 1, t_O),
+#: per-GPU batch ``batch``, device roofline of the preset ``device``.
+ITERATION = "iteration"
+OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE, ITERATION)
 #: Pipeline schedules of the ``pipeline`` objective.
 SCHEDULES = ("gpipe", "1f1b")
 #: Training objectives (paper 1, section 5.3): PipeDream's max_i(FW_i + BW_i) and GPipe's
@@ -43,8 +46,14 @@ class Objective:
     schedule: str = "gpipe"
     microbatches: int = 4
     recompute: bool = False
+    #: ``iteration`` only: samples per device (global batch = ``batch`` x devices) and the
+    #: device preset whose roofline prices the tiles (the CLI takes it from ``--cluster``).
+    batch: int = 32
+    device: str = "P100"
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise ValueError(f"objective batch must be an integer >= 1, got {self.batch!r}")
         if isinstance(self.microbatches, bool) or not isinstance(self.microbatches, int) \
                 or self.microbatches < 1:
             raise ValueError(f"objective microbatches must be an integer >= 1, got {self.microbatches!r}")
@@ -63,6 +72,8 @@ class Objective:
             return "single-sample latency"
         if self.kind == MAKESPAN:
             return "makespan (op-level emulation)"
+        if self.kind == ITERATION:
+            return f"time per training iteration (Eq. 1, batch {self.batch} per device, {self.device})"
         if self.kind == PIPELINE:
             return (f"pipeline time per sample ({self.schedule}, {self.microbatches} micro-batches"
                     + (", recomputation)" if self.recompute else ")"))

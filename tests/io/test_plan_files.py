@@ -165,7 +165,7 @@ def test_subgraphs_must_cover_the_device_nodes() -> None:
 @pytest.mark.parametrize(
     ("doc", "fragment"),
     [
-        ({"format": "dnnpart.plan", "version": 3, "devices": []}, "version"),
+        ({"format": "dnnpart.plan", "version": 4, "devices": []}, "version"),
         ({"format": "dnnpart.plan", "devices": []}, "version"),
         ({"format": "dnnpart.plan", "version": 1}, "devices"),
         ({"format": "something else"}, "not a plan"),

@@ -27,13 +27,19 @@ def _problem(args: argparse.Namespace) -> Problem:
     from dnnpart.cost import resolve_cluster
     from dnnpart.io.plan_files import plan_cluster
 
-    cluster = resolve_cluster(args.cluster).cluster if args.cluster else None
+    priced = resolve_cluster(args.cluster) if args.cluster else None
+    cluster = priced.cluster if priced else None
     if cluster is None and getattr(args, "plan", None):
         cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
+    batch = getattr(args, "batch", 32)
+    if isinstance(batch, int) and batch < 1:
+        raise FormatError(f"--batch {batch}: expected an integer >= 1")
+    # the iteration objective prices tiles with the roofline of the cluster's accelerator preset
+    device = priced.cost_model.accelerator.name if priced else "P100"
     objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
                           schedule=getattr(args, "schedule", "gpipe"),
                           microbatches=getattr(args, "microbatches", 4),
-                          recompute=getattr(args, "recompute", False))
+                          recompute=getattr(args, "recompute", False), batch=batch, device=device)
     return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
 
 
@@ -146,7 +152,15 @@ def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
     else:
         out.print(f"{problem.objective.describe()}: [bold]{fmt(ev.objective)}[/]"
                   + ("" if ev.feasible else "  [red](plan violates constraints)[/]"))
-        out.print(out.device_table(problem, plan, ev))
+        if plan.layer_configs is not None:
+            out.print(layer_config_table(problem, plan, title="Layer configurations"))
+        else:
+            out.print(out.device_table(problem, plan, ev))
+        if ev.simulation is not None and "bytes_per_step" in ev.simulation:
+            sim = ev.simulation
+            out.print(f"{fmt_bytes(sim['bytes_per_step'])} moved per step, "
+                      f"{sim['throughput_samples_per_s']:.1f} samples/s at global batch "
+                      f"{sim['global_batch']}")
         if ev.simulation is not None and "max_stage_time_eq5" in ev.simulation:
             sim = ev.simulation
             out.print(f"step time {fmt(sim['step_time'])}, bubble {sim['bubble_fraction']:.1%}, "
@@ -236,13 +250,38 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
                       + ("" if gap is None else f", gap {gap:.2%}"))
         if result.plan is not None:
             ev = evaluate(problem, result.plan)
-            out.print(out.device_table(problem, result.plan, ev,
-                                       title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
+            if result.plan.layer_configs is not None:
+                out.print(layer_config_table(problem, result.plan,
+                                             title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
+            else:
+                out.print(out.device_table(problem, result.plan, ev,
+                                           title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
         if "violations" in result.stats:
             out.print(f"[red]violations:[/] {safe(str(result.stats['violations']))}")
+        if "final_nodes" in result.stats:
+            st = result.stats
+            out.print(f"Algorithm 1: K = {st['final_nodes']} nodes after {st['node_eliminations']} node and "
+                      f"{st['edge_eliminations']} edge eliminations ({st['completion']}); "
+                      f"tables {st['table_time_s']:.2f} s, search {st['search_time_s']:.3f} s")
         if args.out and result.plan is not None:
             out.note(f"plan written to {args.out}")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
+
+
+def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:
+    """Per-layer parallel configuration of a layer-wise plan (paper 3's Table 5 layout)."""
+    from dnnpart.evaluate.iteration import iteration_setting
+    from dnnpart.solvers.optcnn.configs import format_config
+
+    layers = iteration_setting(problem)[0].layers
+    configs = plan.layer_configs or ()
+    table = Table(title=title, title_justify="left")
+    for col in ("layer", "op", "output (N, C, H, W)", "configuration", "devices"):
+        table.add_column(col, justify="left")
+    for layer, cfg in zip(layers, configs, strict=True):
+        table.add_row(escape(layer.name), layer.op, "x".join(str(v) for v in layer.out_shape),
+                      format_config(layer, cfg.degrees), ",".join(str(d) for d in cfg.devices))
+    return table
 
 
 # -- methods ----------------------------------------------------------------------------

@@ -31,15 +31,20 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "graph",
         help="graph file (dnn-partitioning .json, native .npz), zoo:NAME, or a model spec "
-        "(hf:ARCH[:K=V,...], builtin:NAME, module:PKG.MOD:CALLABLE, torchvision:NAME, FILE.onnx)",
+        "(hf:ARCH[:K=V,...], builtin:NAME, module:PKG.MOD:CALLABLE, torchvision:NAME, FILE.onnx); "
+        "with --objective iteration builtin:NAME is one of paper 3's layer graphs (lenet5, alexnet, "
+        "vgg16, inception_v3, resnet50, resnet152)",
     )
     p.add_argument("--cluster", metavar="SPEC",
                    help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
                         "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
-    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline"),
+    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline", "iteration"),
                    default="throughput",
                    help="makespan: op-level emulation (paper 2); pipeline: simulated time per "
-                        "sample of a synchronous pipeline (paper 4)")
+                        "sample of a synchronous pipeline (paper 4); iteration: time of one "
+                        "training iteration of a layer-wise parallel strategy (paper 3, Eq. 1)")
+    p.add_argument("--batch", type=int, default=32, metavar="N",
+                   help="samples per device (iteration objective; default 32, paper 3)")
     _add_pipeline_args(p)
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream",
                    help="training objective: max(FW+BW) per device (pipedream) or max FW + max BW (gpipe)")

@@ -1,4 +1,8 @@
-"""``dnnpart reproduce PAPER``: regenerate a paper's tables and figures from its workloads.
+"""``dnnpart reproduce PAPER``: regenerate a paper's tables and figures from its own inputs.
+
+Each paper brings its inputs and runner (:data:`PAPERS`): ``tarnawski2020`` (paper 1) reads
+the dnn-partitioning workloads folder (``--workloads``); ``optcnn2018`` (paper 3) builds its
+layer graphs and clusters itself (``--time-limit`` is its DFS budget).
 
 Wiring (in ``cli/main.py`` and ``cli/commands.py``)::
 
@@ -12,7 +16,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-PAPERS = ("tarnawski2020", "parmesan")
+#: Paper key -> what ``dnnpart reproduce KEY`` regenerates.
+PAPERS = {
+    "tarnawski2020": "paper 1: Tables 1-4, Fig. 8 from the dnn-partitioning workloads",
+    "optcnn2018": "paper 3: Table 3, Table 5, Figs. 7-8 (layer-wise vs data/model/OWT) on builtin "
+                  "layer graphs",
+    "parmesan": "paper 4: Tables 1-2 shapes (two-level 4x4; SemanticFPN on meshes, tori, random "
+                "topologies); --methods 1 2 picks tables, --time-limit is per mapping search",
+}
 #: Where the shared workloads lie relative to the checkout (and to the working directory).
 DEFAULT_WORKLOADS = Path("..") / "shared" / "workloads" / "dnn-partitioning"
 
@@ -29,24 +40,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
     p: argparse.ArgumentParser = subparsers.add_parser(
         "reproduce", help="regenerate a paper's tables and figures from its workloads")
-    p.add_argument("paper", choices=PAPERS, help="which paper (tarnawski2020: paper 1, Tables 1-4, "
-                                                 "Fig. 8; parmesan: paper 4, Tables 1-2)")
+    p.add_argument("paper", choices=tuple(PAPERS),
+                   help="; ".join(f"{k}: {v}" for k, v in PAPERS.items()))
     p.add_argument("--workloads", metavar="DIR",
-                   help="the dnn-partitioning workloads folder (default: ../shared/workloads/"
-                        "dnn-partitioning beside the checkout)")
+                   help="tarnawski2020: the dnn-partitioning workloads folder (default: ../shared/"
+                        "workloads/dnn-partitioning beside the checkout)")
     p.add_argument("--out", metavar="DIR", default="reproduce-out",
                    help="output folder (default reproduce-out)")
     p.add_argument("--time-limit", type=float, metavar="S",
-                   help="seconds per method run (default 1200; 60 with --quick); parmesan: per "
-                        "mapping search (default 60; 2 with --quick)")
+                   help="seconds per method run (default 1200; 60 with --quick); optcnn2018: the "
+                        "DFS budget (default 60; 3 with --quick)")
     p.add_argument("--methods", nargs="+", metavar="NAME",
-                   help="only these columns or methods (e.g. dp pipedream scotch); parmesan: "
-                        "tables (1 2)")
+                   help="only these columns or methods (e.g. dp pipedream scotch)")
     p.add_argument("--only", nargs="+", metavar="KEY",
                    help="only workloads whose key contains one of these (e.g. layer-bert24 op-bert3)")
     p.add_argument("--quick", action="store_true",
-                   help="60 s per method, 2 local-search restarts, no IP runs (minutes, not hours)")
-    p.add_argument("--no-figure", action="store_true", help="do not draw Figure 8")
+                   help="60 s per method, 2 local-search restarts, no IP runs (minutes, not hours); "
+                        "optcnn2018: fewer networks and GPU counts (seconds)")
+    p.add_argument("--no-figure", action="store_true", help="do not draw the figures")
     p.add_argument("--wall-clock", action="store_true",
                    help="time limits in wall seconds, not deterministic time: the portfolio IP "
                         "then also runs HiGHS, but reruns may differ (default: --deterministic)")
@@ -63,27 +74,55 @@ def default_workloads() -> Path:
 
 def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     """Run ``dnnpart reproduce``; progress lines go to stderr through ``out.note``."""
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    if args.paper == "optcnn2018":
+        return _reproduce_optcnn2018(args, out)
+    if args.paper == "parmesan":
+        return _reproduce_parmesan(args, out)
+    return _reproduce_tarnawski2020(args, out)
+
+
+def _reproduce_optcnn2018(args: argparse.Namespace, out: Any) -> int:
+    from dnnpart.reproduce.optcnn2018 import reproduce_optcnn2018
+
+    for flag in ("workloads", "methods", "only"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} is not used by optcnn2018 (its inputs are builtin layer graphs)")
+    report = reproduce_optcnn2018(args.out, quick=args.quick, dfs_budget=args.time_limit,
+                                  figure=not args.no_figure, notify=out.note)
+    out.note(f"optcnn2018 in {report.wall_time_s:.0f} s")
+    for check in report.checks:
+        out.note(check)
+    for path in report.files:
+        out.print(str(path))
+    return 0
+
+
+def _reproduce_parmesan(args: argparse.Namespace, out: Any) -> int:
+    from dnnpart.reproduce.parmesan import reproduce_parmesan
+
+    for flag in ("workloads", "only"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} is not used by parmesan (it builds its graphs and topologies)")
+    tables = tuple(args.methods) if args.methods else ("1", "2")
+    unknown = sorted(set(tables) - {"1", "2"})
+    if unknown:
+        raise ValueError(f"--methods: parmesan has tables 1 and 2, got {unknown[0]!r}")
+    rep = reproduce_parmesan(args.out, quick=args.quick, time_limit=args.time_limit,
+                             tables=tables, notify=out.note)
+    out.note(f"parmesan: {len(rep.table1)} + {len(rep.table2)} cells in {rep.wall_time_s:.0f} s")
+    for path in rep.files:
+        out.print(str(path))
+    return 0
+
+
+def _reproduce_tarnawski2020(args: argparse.Namespace, out: Any) -> int:
     from dnnpart.reproduce import reproduce_tarnawski2020
     from dnnpart.reproduce.tarnawski2020 import check_methods
     from dnnpart.reproduce.workloads import find_workloads
 
     check_methods(args.methods)
-
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
-    if args.paper == "parmesan":
-        from dnnpart.reproduce.parmesan import reproduce_parmesan
-
-        tables = tuple(args.methods) if args.methods else ("1", "2")
-        unknown = sorted(set(tables) - {"1", "2"})
-        if unknown:
-            raise ValueError(f"--methods: parmesan has tables 1 and 2, got {unknown[0]!r}")
-        rep = reproduce_parmesan(args.out, quick=args.quick, time_limit=args.time_limit,
-                                 tables=tables, notify=out.note)
-        out.note(f"parmesan: {len(rep.table1)} + {len(rep.table2)} cells in {rep.wall_time_s:.0f} s")
-        for path in rep.files:
-            out.print(str(path))
-        return 0
     folder = Path(args.workloads) if args.workloads else default_workloads()
     if not find_workloads(folder, args.only):
         raise ValueError(f"no paper-1 workloads found under {folder} (expected throughput/"

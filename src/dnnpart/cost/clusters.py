@@ -97,7 +97,8 @@ def resolve_cluster(
     (``4xA100`` = four accelerators, ``4xA100+1cpu`` adds a host CPU); or a topology
     generator ``GENERATOR:key=value,...`` (:mod:`dnnpart.devices.topology`, e.g.
     ``torus3d:x=8,y=8,z=8,bw=25e9``). Files and generators are priced with ``accelerator``'s
-    preset (``dgx1`` with V100's).
+    preset (``dgx1`` with V100's); a generator's ``device=PRESET`` key picks another one
+    (``two-level:nodes=4,gpus=4,intra=20e9,inter=12.5e9,device=P100``, paper 3's cluster).
 
     Examples
     --------
@@ -107,6 +108,8 @@ def resolve_cluster(
     (1, 0)
     >>> resolve_cluster("mesh2d:x=2,y=2").cluster.n_devices
     4
+    >>> resolve_cluster("two-level:nodes=2,gpus=2,device=P100").cost_model.accelerator.name
+    'P100-16GB'
     >>> resolve_cluster("2xTPU")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -128,10 +131,13 @@ def resolve_cluster(
     name = spec.partition(":")[0].strip()
     if name in GENERATORS:
         try:
-            cluster = generate(*parse_generator_spec(spec))
+            gen, params = parse_generator_spec(spec)
+            device = params.pop("device", None)
+            cluster = generate(gen, params)
         except ValueError as exc:
             raise FormatError(f"--cluster {spec!r}: {exc}") from None
-        model = CostModel.from_presets("V100" if name == "dgx1" else accelerator, catalog=catalog)
+        model = CostModel.from_presets(device or ("V100" if name == "dgx1" else accelerator),
+                                       catalog=catalog)
         return PricedCluster(cluster=cluster, cost_model=model)
     raise FormatError(
         f"--cluster {spec!r}: neither an existing cluster file, NxPRESET[+Mcpu] (e.g. 4xA100) nor "

@@ -16,7 +16,7 @@ from dnnpart.evaluate.replication import allreduce_time, checked_replication, co
 from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
-from dnnpart.problem import LATENCY, MAKESPAN, PIPELINE, Problem
+from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, PIPELINE, Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -40,7 +40,8 @@ class Evaluation:
     contiguous : per device, whether its forward part and its backward part are contiguous.
     latency : single-sample latency details when the objective is latency.
     simulation : for ``makespan`` and ``pipeline``: the simulator's figures (makespan and
-        peaks; step time, Eq. 5 max stage time, bubble fraction, memory split per device).
+        peaks; step time, Eq. 5 max stage time, bubble fraction, memory split per device);
+        for ``iteration``: t_O in seconds, bytes per step, global batch, throughput.
         ``memory_bytes`` then holds the simulated peak per device.
     """
 
@@ -141,6 +142,10 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
     latency = None
     if objective.kind in (MAKESPAN, PIPELINE):
         pass
+    elif objective.kind == ITERATION:
+        from dnnpart.evaluate.iteration import iteration_value
+
+        value, simulation = iteration_value(problem, plan)
     elif objective.kind == LATENCY:
         subgraph = None if plan.subgraph is None else plan.subgraph.astype(np.int64)
         latency = single_sample_latency(graph, cluster, a, subgraph)

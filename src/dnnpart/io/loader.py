@@ -23,6 +23,37 @@ _MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype",
                 "granularity": "--granularity"}
 
 
+def _layer_graph_name(text: str, objective: Objective | None) -> str | None:
+    """The layer graph ``builtin:NAME`` names here, or ``None`` (see :func:`load_problem`)."""
+    if not text.startswith("builtin:"):
+        return None
+    from dnnpart.frontends.layer_graphs import LAYER_GRAPHS
+    from dnnpart.problem import ITERATION
+
+    name = text.partition(":")[2].strip().lower().replace("-", "_")
+    iteration = objective is not None and objective.kind == ITERATION
+    if iteration and name not in LAYER_GRAPHS:
+        raise FormatError(f"{text}: the iteration objective needs a layer graph; builtin layer graphs "
+                          f"are {', '.join(LAYER_GRAPHS)}")
+    torch_names = ("resnet50", "inception_v3", "bert")  # dnnpart.frontends.models.BUILTIN_MODELS
+    if name in LAYER_GRAPHS and (iteration or name not in torch_names):
+        return name
+    return None
+
+
+def _refuse_model_flags(model: ModelOptions | None, text: str) -> None:
+    if model is None:
+        return
+    from dnnpart.frontends.sources import ModelOptions
+
+    defaults = ModelOptions()
+    used = [flag for name, flag in _MODEL_FLAGS.items() if getattr(model, name) != getattr(defaults, name)]
+    if used:
+        flags = ", ".join(used)
+        raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
+                          f".onnx), not to {text}")
+
+
 def check_graph_sums(graph: Graph, source: str) -> None:
     """Refuse graphs whose times, sizes or transfer costs sum past float64 (at the edge).
 
@@ -46,6 +77,10 @@ def load_problem(
     a model spec (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``) imported on
     the fly with ``model``'s options.
 
+    ``builtin:NAME`` names one of paper 3's layer graphs (:mod:`dnnpart.frontends.layer_graphs`:
+    lenet5, alexnet, vgg16, inception_v3, resnet50, resnet152) under ``--objective iteration``,
+    and wherever NAME is not a torch builtin model; otherwise the torch model of that name.
+
     ``cluster`` replaces the cluster the source carries; a native graph file carries none, and a
     model spec is priced for, and by default placed on, 4 A100s and a host CPU.
 
@@ -57,6 +92,15 @@ def load_problem(
     dnnpart.errors.FormatError: nowhere.json: no such file
     """
     text = str(spec)
+    layers = _layer_graph_name(text, objective)
+    if layers is not None:
+        _refuse_model_flags(model, text)
+        from dnnpart.frontends.layer_graphs import layer_graph
+
+        if cluster is None:
+            raise FormatError(f"{text}: a builtin layer graph carries no cluster; pass one (--cluster)")
+        return Problem(graph=layer_graph(layers), cluster=cluster, objective=objective or Objective(),
+                       name=layers)
     from dnnpart.frontends.sources import is_model_spec
 
     if is_model_spec(text):
@@ -69,16 +113,7 @@ def load_problem(
             objective=objective or Objective(),
             name=imported.ir.name,
         )
-    if model is not None:
-        from dnnpart.frontends.sources import ModelOptions
-
-        defaults = ModelOptions()
-        used = [flag for name, flag in _MODEL_FLAGS.items()
-                if getattr(model, name) != getattr(defaults, name)]
-        if used:
-            flags = ", ".join(used)
-            raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
-                              f".onnx), not to {text}")
+    _refuse_model_flags(model, text)
     if text.startswith("zoo:"):
         from dnnpart.zoo import load_example
 

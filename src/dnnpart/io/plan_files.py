@@ -24,6 +24,12 @@ routed, links), so that a plan keeps its meaning when the defaults behind a ``--
 change (``4xA100`` once added a host CPU). :func:`plan_cluster` reads it back; the CLI scores
 a plan on it when no ``--cluster`` is given.
 
+Version 3 adds ``"layer_configs"`` (layer-wise parallelism, paper 3): one entry per node,
+``{"node": ID, "degrees": [n, c, h, w], "devices": ["acc0", "acc1", ...]}`` -- the degrees of
+the node's output dimensions and the device of each tile (row-major tile order); the node is
+listed under its first tile's device in ``devices``. Plans without layer configurations are
+still written as version 2, so readers of version 2 keep reading them.
+
 Expert files (``{"fpgas": [{"nodes": [...]}], "cpus": [...]}``) map ``fpgas[i]`` to the
 i-th accelerator and ``cpus[j]`` to the j-th CPU.
 """
@@ -42,13 +48,15 @@ from dnnpart.errors import FormatError
 from dnnpart.graph.core import NO_CLASS, Graph
 from dnnpart.io import fields as f
 from dnnpart.io.dnn_partitioning import write_json_atomic
-from dnnpart.plan import Plan, SolveResult
+from dnnpart.plan import LayerConfig, Plan, SolveResult
 from dnnpart.problem import Problem
 
 PLAN_FORMAT = "dnnpart.plan"
 PLAN_VERSION = 2
-#: Plan versions this dnnpart reads (1: without the resolved cluster).
-READABLE_VERSIONS = (1, 2)
+#: Version of plans with per-layer configurations (``layer_configs``).
+PLAN_VERSION_LAYERWISE = 3
+#: Plan versions this dnnpart reads (1: without the resolved cluster; 3: layer configurations).
+READABLE_VERSIONS = (1, 2, 3)
 UNPLACED = -1
 
 
@@ -140,11 +148,14 @@ def parse_plan(
         )
     if replica_of is not None:
         _check_replicas(cluster, replica_of)
+    configs = None
+    if root.get("format") == PLAN_FORMAT and root.get("layer_configs") is not None:
+        configs = _read_layer_configs(problem, root["layer_configs"], assignment)
     pipeline_copy = _pipeline_copies(cluster, replica_of, copies) if copies else None
     return Plan(assignment=assignment.astype(np.int32),
                 subgraph=subgraph.astype(np.int32) if has_subgraphs else None,
                 replica_of=None if replica_of is None else replica_of.astype(np.int32),
-                pipeline_copy=pipeline_copy)
+                pipeline_copy=pipeline_copy, layer_configs=configs)
 
 
 def _pipeline_copies(
@@ -171,6 +182,41 @@ def _pipeline_copies(
                               f"{cluster.devices[p].name} must number its {members.size} copies "
                               f"0..{members.size - 1}, got {got}")
     return out
+
+
+
+def _read_layer_configs(problem: Problem, data: Any, assignment: np.ndarray) -> tuple[LayerConfig, ...]:
+    graph, cluster = problem.graph, problem.cluster
+    found: list[LayerConfig | None] = [None] * graph.n_nodes
+    for i, entry in enumerate(f.require_list(data, "layer_configs")):
+        where = f"layer_configs[{i}]"
+        entry = f.require_mapping(entry, where)
+        v = int(_indices(graph, [entry.get("node")], f"{where}.node")[0])
+        if found[v] is not None:
+            raise FormatError(f"{where}.node: node {graph.label(v)} is configured twice")
+        degrees = [f.integer(x, f"{where}.degrees[{k}]", minimum=1)
+                   for k, x in enumerate(f.require_list(entry.get("degrees"), f"{where}.degrees"))]
+        if len(degrees) != 4:
+            raise FormatError(f"{where}.degrees: expected 4 degrees (n, c, h, w), got {len(degrees)}")
+        devices = []
+        for k, name in enumerate(f.require_list(entry.get("devices"), f"{where}.devices")):
+            try:
+                devices.append(cluster.index(f.text(name, f"{where}.devices[{k}]")))
+            except KeyError as exc:
+                raise FormatError(f"{where}.devices[{k}]: {exc.args[0]}") from None
+        try:
+            found[v] = LayerConfig(tuple(degrees), tuple(devices))
+        except ValueError as exc:
+            raise FormatError(f"{where}: {exc}") from None
+        if devices[0] != assignment[v]:
+            raise FormatError(f"{where}.devices: node {graph.label(v)}'s first tile is on "
+                              f"{cluster.devices[devices[0]].name}, but the plan lists it under "
+                              f"{cluster.devices[int(assignment[v])].name}")
+    missing = [v for v, c in enumerate(found) if c is None]
+    if missing:
+        raise FormatError(f"layer_configs: {len(missing)} node(s) have no configuration, "
+                          f"e.g. {graph.label(missing[0])}")
+    return tuple(c for c in found if c is not None)
 
 
 def _read_replica(
@@ -243,7 +289,8 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
         if plan.pipeline_copy is not None and plan.replicas(d).size > 1:
             entry["pipeline_copy"] = int(plan.pipeline_copy[d])
         devices.append(entry)
-    out: dict[str, Any] = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "problem": problem.name}
+    version = PLAN_VERSION if plan.layer_configs is None else PLAN_VERSION_LAYERWISE
+    out: dict[str, Any] = {"format": PLAN_FORMAT, "version": version, "problem": problem.name}
     if result is not None:
         out.update(
             method=result.method,
@@ -254,6 +301,12 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
         if result.stats.get("stopped"):  # "interrupted" or "time-limit": the best plan so far
             out["stopped"] = result.stats["stopped"]
     out["devices"] = devices
+    if plan.layer_configs is not None:
+        out["layer_configs"] = [
+            {"node": int(ids[v]), "degrees": list(c.degrees),
+             "devices": [cluster.devices[d].name for d in c.devices]}
+            for v, c in enumerate(plan.layer_configs)
+        ]
     from dnnpart.io.cluster_file import cluster_to_dict
 
     out["cluster"] = cluster_to_dict(cluster)

@@ -18,6 +18,9 @@ seconds each):
   -> PipelineResult`` -- synchronous pipeline (GPipe / 1F1B, replicas, ring all-reduce,
   recomputation) over :class:`Stage` descriptions; :func:`stages_from_plan` builds them from a
   contiguous plan (paper 1's plans simulate as pipelines).
+* :func:`replay_strategy` ``(layer_graph, layer_configs, device_spec, bandwidth) ->
+  LayerwiseReplay`` -- paper 3's layer-wise strategies replayed task by task (forward and
+  backward per tile, transfers on inbound ports, parameter-server sync) beside Eq. 1's t_O.
 * :func:`ring_allreduce_time` -- ``2(r - 1) W / (r B)`` at the ring's slowest routed link.
 * :func:`chrome_trace` / :func:`write_chrome_trace` -- any Timeline as a Chrome / Perfetto
   trace (``ts`` / ``dur`` in microseconds).
@@ -25,6 +28,7 @@ seconds each):
 Semantics and choices: ``docs/simulate.md``.
 """
 
+from dnnpart.simulate.layerwise import LayerwiseReplay, replay_strategy
 from dnnpart.simulate.memory import tensor_bytes, track_memory
 from dnnpart.simulate.ops import (
     OpSchedule,
@@ -47,6 +51,7 @@ from dnnpart.simulate.trace import chrome_trace, write_chrome_trace
 
 __all__ = [
     "SCHEDULES",
+    "LayerwiseReplay",
     "MemoryCurve",
     "OpSchedule",
     "PipelineResult",
@@ -57,6 +62,7 @@ __all__ = [
     "emulate_makespan",
     "emulate_ops",
     "emulate_plan",
+    "replay_strategy",
     "ring_allreduce_time",
     "simulate_pipeline",
     "stages_from_plan",

@@ -14,5 +14,6 @@ from dnnpart.solvers import (
     dp,  # noqa: F401
     ip,  # noqa: F401
 )
+from dnnpart.solvers.optcnn import methods  # noqa: F401
 from dnnpart.solvers.pardnn import method as pardnn_method  # noqa: F401  (registers with makespan only)
 from dnnpart.solvers.parmesan import solver as parmesan_solver  # noqa: F401

@@ -17,6 +17,7 @@ degree in that dimension, all others 1.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,14 +76,15 @@ class DfsResult:
 
 
 def dfs(tables: CostTables, time_budget: float = 60.0, *, prune: bool = False,
-        slice_steps: int = 1 << 22) -> DfsResult:
+        slice_steps: int = 1 << 22, should_stop: Callable[[], bool] | None = None) -> DfsResult:
     """Depth-first search over all strategies, layers in topological order (Table 3 baseline).
 
     Without ``prune`` every strategy is evaluated, as the paper's baseline does (cost
     ``O(E C^N)``); with ``prune`` a branch stops once its partial sum reaches the best strategy
     so far (all terms are non-negative, so the result is still optimal). The search starts
-    from the best of the three baselines and stops after ``time_budget`` seconds (checked every
-    ``slice_steps`` visits), reporting ``finished=False`` and its best strategy so far.
+    from the best of the three baselines and stops after ``time_budget`` seconds or once
+    ``should_stop()`` is true (both checked every ``slice_steps`` visits), reporting
+    ``finished=False`` and its best strategy so far.
 
     Examples
     --------
@@ -122,7 +124,7 @@ def dfs(tables: CostTables, time_budget: float = 60.0, *, prune: bool = False,
     state = np.zeros(1, dtype=np.int64)
     visited = 0
     t0 = time.perf_counter()
-    while state[0] >= 0 and time.perf_counter() - t0 < time_budget:
+    while state[0] >= 0 and time.perf_counter() - t0 < time_budget and not (should_stop and should_stop()):
         visited += int(dfs_steps(sizes, node_off, node_flat, in_ptr, in_src, in_off, tab_flat, assign,
                                  partial, state, best, best_assign, slice_steps, prune))
     strategy = tuple(int(c) for c in best_assign)

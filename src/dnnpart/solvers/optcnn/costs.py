@@ -40,8 +40,8 @@ from dnnpart.solvers.optcnn.hardware import DeviceSpec
 from dnnpart.solvers.optcnn.layers import LayerSpec
 
 __all__ = [
-    "BYTES_PER_ELEMENT", "compute_time", "input_region", "inverse_bandwidth",
-    "read_volume", "sync_bytes", "sync_time", "transfer_costs", "transfer_time",
+    "BYTES_PER_ELEMENT", "backward_factor", "compute_time", "input_region", "inverse_bandwidth",
+    "read_volume", "sync_bytes", "sync_time", "tile_forward_times", "transfer_costs", "transfer_time",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -198,8 +198,11 @@ def _tile_elements(space: ConfigSpace) -> IntArray:
     return out
 
 
-def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> FloatArray:
-    """t_C of every configuration: forward plus backward of the slowest tile (roofline).
+def tile_forward_times(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> FloatArray:
+    """Forward time of every tile of every configuration: a ``(C, T)`` roofline table.
+
+    Padding tiles take 0; the backward pass of a tile takes :func:`backward_factor` times its
+    forward time.
 
     Examples
     --------
@@ -207,9 +210,9 @@ def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> Fl
     >>> from dnnpart.solvers.optcnn.hardware import P100
     >>> from dnnpart.solvers.optcnn.models import vgg16
     >>> layer = vgg16(32).layers[3]
-    >>> t = compute_time(layer, config_space(layer, 4), P100)
-    >>> bool(t[0] > 3.9 * t[-1])   # 4 tiles: about a quarter of the work each
-    True
+    >>> f = tile_forward_times(layer, config_space(layer, 2), P100)
+    >>> f.shape, bool(f[0, 1] == 0.0)
+    ((5, 2), True)
     """
     out_elems = _tile_elements(space).astype(np.float64)                 # (C, T)
     in_elems = np.zeros_like(out_elems)
@@ -240,11 +243,41 @@ def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> Fl
         flops = np.zeros_like(out_elems)
         param_elems = np.zeros_like(out_elems)
     else:  # input: tiles are loaded in place
-        return np.zeros(len(space), dtype=np.float64)
+        return np.zeros_like(out_elems)
     bytes_ = BYTES_PER_ELEMENT * (in_elems + out_elems + param_elems)
-    forward = np.maximum(flops / device.flops_per_s, bytes_ / device.mem_bandwidth)
-    backward_factor = 2.0 if op in ("conv", "fc") else 1.0
-    out: FloatArray = ((1.0 + backward_factor) * forward).max(axis=1)
+    out: FloatArray = np.where(out_elems > 0, np.maximum(flops / device.flops_per_s,
+                                                         bytes_ / device.mem_bandwidth), 0.0)
+    return out
+
+
+def backward_factor(layer: LayerSpec) -> float:
+    """Backward time over forward time: 2 for convolution and fully connected layers (input and
+    weight gradients), 1 otherwise.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> [backward_factor(x) for x in lenet5(1).layers[:3]]
+    [1.0, 2.0, 1.0]
+    """
+    return 2.0 if layer.op in ("conv", "fc") else 1.0
+
+
+def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> FloatArray:
+    """t_C of every configuration: forward plus backward of the slowest tile (roofline).
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.configs import config_space
+    >>> from dnnpart.solvers.optcnn.hardware import P100
+    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> layer = vgg16(32).layers[3]
+    >>> t = compute_time(layer, config_space(layer, 4), P100)
+    >>> bool(t[0] > 3.9 * t[-1])   # 4 tiles: about a quarter of the work each
+    True
+    """
+    forward = tile_forward_times(layer, space, device)
+    out: FloatArray = ((1.0 + backward_factor(layer)) * forward).max(axis=1)
     return out
 
 

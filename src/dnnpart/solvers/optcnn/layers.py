@@ -18,7 +18,7 @@ Choices where the paper is silent (also in ``docs/optcnn.md``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["OP_KINDS", "LayerGraph", "LayerSpec", "NetBuilder", "Shape"]
 
@@ -92,6 +92,30 @@ class LayerGraph:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+    @property
+    def batch(self) -> int:
+        """The sample count ``N`` of the layers' tensors."""
+        return self.layers[0].out_shape[0] if self.layers else 0
+
+    def with_batch(self, batch: int) -> LayerGraph:
+        """The same network on ``batch`` samples (every shape's ``N`` replaced).
+
+        Examples
+        --------
+        >>> b = NetBuilder("t", 8); x = b.input(1, 4, 4); _ = b.conv("c", x, 2, 3, 1, 1)
+        >>> b.build().with_batch(64).layers[1].in_shapes
+        ((64, 1, 4, 4),)
+        """
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+
+        def nb(shape: Shape) -> Shape:
+            return (batch, shape[1], shape[2], shape[3])
+
+        layers = tuple(replace(x, in_shapes=tuple(nb(s) for s in x.in_shapes), out_shape=nb(x.out_shape))
+                       for x in self.layers)
+        return LayerGraph(self.name, layers)
 
     def index(self, name: str) -> int:
         """The index of the layer called ``name``."""

@@ -1,0 +1,150 @@
+"""Strategies as per-layer :class:`~dnnpart.plan.LayerConfig` rows, and Eq. 1 over them.
+
+Algorithm 1 works on configuration *indices* into the tables of :mod:`.tables`, whose tiles
+sit on the contiguous block ``0 .. p-1`` (:func:`.configs.tile_devices`). A plan stores each
+layer's degrees and the devices of its tiles explicitly, so any placement of the tiles can be
+scored: :func:`config_row` builds the one-configuration space of a stored configuration, and
+:func:`strategy_time` is Eq. 1 over those rows, with the same cost functions as the tables.
+For contiguous placements it equals :func:`.tables.iteration_time` (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.plan import LayerConfig
+from dnnpart.solvers.optcnn.configs import DIMS, ConfigSpace, parallel_dims, tile_boxes
+from dnnpart.solvers.optcnn.costs import compute_time, sync_bytes, sync_time, transfer_costs
+from dnnpart.solvers.optcnn.hardware import DeviceSpec
+from dnnpart.solvers.optcnn.layers import LayerGraph, LayerSpec
+from dnnpart.solvers.optcnn.tables import CostTables
+
+__all__ = ["config_row", "strategy_bytes", "strategy_configs", "strategy_indices", "strategy_time"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def strategy_configs(tables: CostTables, strategy: Sequence[int]) -> tuple[LayerConfig, ...]:
+    """The :class:`LayerConfig` of every layer of a strategy given as table indices.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> t = build_tables(lenet5(8), 2, P100, paper_bandwidth(2))
+    >>> strategy_configs(t, [t.spaces[i].index((2, 1, 1, 1)) for i in range(8)])[1]
+    LayerConfig(degrees=(2, 1, 1, 1), devices=(0, 1))
+    """
+    out = []
+    for space, k in zip(tables.spaces, strategy, strict=True):
+        dev = space.device[k]
+        out.append(LayerConfig(tuple(int(d) for d in space.degrees[k]),
+                               tuple(int(d) for d in dev[dev >= 0])))
+    return tuple(out)
+
+
+def strategy_indices(tables: CostTables, configs: Sequence[LayerConfig]) -> tuple[int, ...] | None:
+    """Table indices of stored configurations, or ``None`` where a layer's tiles are not on the
+    tables' contiguous devices (then only :func:`strategy_time` can score it)."""
+    out = []
+    for space, cfg in zip(tables.spaces, configs, strict=True):
+        try:
+            k = space.index(cfg.degrees)
+        except KeyError:
+            return None
+        dev = space.device[k]
+        if tuple(int(d) for d in dev[dev >= 0]) != cfg.devices:
+            return None
+        out.append(k)
+    return tuple(out)
+
+
+def config_row(layer: LayerSpec, config: LayerConfig, devices: int) -> ConfigSpace:
+    """The one-configuration space of ``config`` on a cluster of ``devices`` devices.
+
+    Raises ``ValueError`` naming the layer when the configuration is not admissible: wrong
+    number of degrees, a dimension the layer cannot be cut in (Table 1), a degree that does not
+    divide its dimension, or a device outside the cluster.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> row = config_row(vgg16(8).layers[1], LayerConfig((2, 1, 1, 1), (3, 1)), 4)
+    >>> row.device.tolist(), row.hi[0, 0].tolist()
+    ([[3, 1, -1, -1]], [4, 64, 224, 224])
+    """
+    if len(config.degrees) != len(DIMS):
+        raise ValueError(f"layer {layer.name!r}: degrees must be ({', '.join(DIMS)}), got {config.degrees}")
+    for d, size, ok, name in zip(config.degrees, layer.out_shape, parallel_dims(layer), DIMS, strict=True):
+        if d > 1 and not ok:
+            raise ValueError(f"layer {layer.name!r} ({layer.op}) cannot be cut in dimension {name}")
+        if size % d:
+            raise ValueError(f"layer {layer.name!r}: degree {d} does not divide {name} = {size}")
+    if max(config.devices) >= devices:
+        raise ValueError(f"layer {layer.name!r}: device {max(config.devices)} is outside the "
+                         f"cluster's {devices} devices")
+    if config.tiles > devices:
+        raise ValueError(f"layer {layer.name!r}: {config.tiles} tiles on {devices} devices")
+    deg = np.asarray(config.degrees, dtype=np.int64)
+    tlo, thi = tile_boxes(layer.out_shape, deg)
+    lo = np.zeros((1, devices, 4), dtype=np.int64)
+    hi = np.zeros((1, devices, 4), dtype=np.int64)
+    dev = np.full((1, devices), -1, dtype=np.int64)
+    p = tlo.shape[0]
+    lo[0, :p], hi[0, :p], dev[0, :p] = tlo, thi, config.devices
+    return ConfigSpace(deg[None, :], lo, hi, dev)
+
+
+def _rows(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> list[ConfigSpace]:
+    if len(configs) != len(graph.layers):
+        raise ValueError(f"strategy has {len(configs)} configurations for {len(graph.layers)} layers")
+    return [config_row(layer, c, devices) for layer, c in zip(graph.layers, configs, strict=True)]
+
+
+def strategy_time(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
+                  bandwidth: FloatArray) -> float:
+    """Eq. 1 (t_O) of stored configurations: ``sum (t_C + t_S) + sum_edges t_X``.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
+    >>> g, bw = lenet5(8), paper_bandwidth(2)
+    >>> t = build_tables(g, 2, P100, bw)
+    >>> s = [len(x) - 1 for x in t.spaces]
+    >>> abs(strategy_time(g, strategy_configs(t, s), P100, bw) - iteration_time(t, s)) < 1e-15
+    True
+    """
+    bandwidth = np.asarray(bandwidth, dtype=np.float64)
+    rows = _rows(graph, configs, bandwidth.shape[0])
+    total = 0.0
+    for layer, row in zip(graph.layers, rows, strict=True):
+        total += float(compute_time(layer, row, device)[0]) + float(sync_time(layer, row, bandwidth)[0])
+    for j, layer in enumerate(graph.layers):
+        for k, p in enumerate(layer.inputs):
+            total += float(transfer_costs(rows[p], layer, k, rows[j], bandwidth)[0][0, 0])
+    return total
+
+
+def strategy_bytes(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> float:
+    """Bytes moved per step (transfers both ways plus parameter sync) of stored configurations.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> g = lenet5(8)
+    >>> strategy_bytes(g, [LayerConfig((1, 1, 1, 1), (0,))] * len(g), 2)
+    0.0
+    """
+    rows = _rows(graph, configs, devices)
+    ones = np.ones((devices, devices))
+    total = sum(float(sync_bytes(layer, row)[0]) for layer, row in zip(graph.layers, rows, strict=True))
+    for j, layer in enumerate(graph.layers):
+        for k, p in enumerate(layer.inputs):
+            total += float(transfer_costs(rows[p], layer, k, rows[j], ones)[1][0, 0])
+    return total
