@@ -79,11 +79,14 @@ class Plan:
     >>> p = Plan(assignment=[0, 0, 1], replica_of=[0, 1, 0])   # device 2 replicates device 0
     >>> p.replica_counts().tolist(), p.replicas(0).tolist()
     ([2, 1, 2], [0, 2])
+    >>> Plan(assignment=[0, 0, 1], replica_of=[0, 1, 0], pipeline_copy=[1, 0, 0]).ring(0).tolist()
+    [2, 0]
     """
 
     assignment: Int32Array
     subgraph: Int32Array | None = None
     replica_of: Int32Array | None = None
+    pipeline_copy: Int32Array | None = None
     layer_configs: tuple[LayerConfig, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -117,6 +120,22 @@ class Plan:
                 )
             r.flags.writeable = False
             object.__setattr__(self, "replica_of", r)
+        if self.pipeline_copy is not None:
+            if self.replica_of is None:
+                raise ValueError("plan pipeline_copy needs replica_of (the replication groups)")
+            rep = self.replica_of
+            c = np.array(self.pipeline_copy, dtype=np.int32).reshape(-1)
+            if c.shape != rep.shape:
+                raise ValueError(f"plan pipeline_copy must have one entry per device "
+                                 f"({rep.shape[0]}), got {c.shape[0]}")
+            for p in np.unique(rep).tolist():
+                got = np.sort(c[rep == p])
+                if not np.array_equal(got, np.arange(got.shape[0])):
+                    raise ValueError(
+                        f"plan pipeline_copy: the group of device {p} must number its "
+                        f"{got.shape[0]} devices 0..{got.shape[0] - 1}, got {got.tolist()}")
+            c.flags.writeable = False
+            object.__setattr__(self, "pipeline_copy", c)
         if self.layer_configs is not None:
             configs = tuple(self.layer_configs)
             if len(configs) != a.shape[0] or not all(isinstance(c, LayerConfig) for c in configs):
@@ -168,6 +187,18 @@ class Plan:
             return np.array([device], dtype=np.int64)
         r = self.replica_of
         return np.flatnonzero(r == r[device])
+
+    def ring(self, device: int) -> npt.NDArray[np.int64]:
+        """The devices of ``device``'s replication group in ring (pipeline copy) order.
+
+        Without ``pipeline_copy``: device-index order.
+        """
+        members = self.replicas(device)
+        if self.pipeline_copy is None:
+            return members
+        ordered: npt.NDArray[np.int64] = members[np.argsort(self.pipeline_copy[members],
+                                                            kind="stable")]
+        return ordered
 
 
 class Status(enum.Enum):

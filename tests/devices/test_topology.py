@@ -255,3 +255,79 @@ def test_bad_link_lists_are_refused_naming_the_field(links, fragment):
 
     with pytest.raises(FormatError, match=fragment):
         parse_cluster({"devices": [{"name": "g", "count": 3, "kind": "accelerator"}], "links": links})
+
+
+def brute_force_saf(d, links):
+    """Least (sum 1/B, latency, hops) per pair over all simple paths (store-and-forward)."""
+    adj = {v: [] for v in range(d)}
+    for a, b, bw, lat in links:
+        adj[a].append((b, bw, lat))
+        adj[b].append((a, bw, lat))
+    best = {}
+
+    def dfs(s, v, seen, t, lat, hops):
+        key = (t, lat, hops)
+        if v != s and key < best.get((s, v), (math.inf,)):
+            best[(s, v)] = key
+        for w, bw, l2 in adj[v]:
+            if w not in seen:
+                seen.add(w)
+                dfs(s, w, seen, t + 1.0 / bw, lat + l2, hops + 1)
+                seen.remove(w)
+
+    for s in range(d):
+        dfs(s, s, {s}, 0.0, 0.0, 0)
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(topologies())
+def test_store_and_forward_equals_brute_force_over_simple_paths(topo):
+    """The second routing rule: least per-byte time sum 1/B_e, then latency, then hops; the
+    matrices hold 1 / sum 1/B_e, and route_path returns a path carrying that label."""
+    d, links = topo
+    # dyadic bandwidths (1, 2, 4) keep every sum of 1/B exact, so ties are real ties
+    links = [(a, b, {1.0: 1.0, 2.0: 2.0, 3.0: 4.0}[bw], lat) for a, b, bw, lat in links]
+    rule = "store-and-forward"
+    bw, lat, hops = route(d, [x[0] for x in links], [x[1] for x in links],
+                          [x[2] for x in links], [x[3] for x in links], rule=rule)
+    best = brute_force_saf(d, links)
+    for s, t in itertools.product(range(d), repeat=2):
+        if s == t:
+            assert bw[s, t] == math.inf and lat[s, t] == 0 and hops[s, t] == 0
+        elif (s, t) in best:
+            nt, nl, nh = best[(s, t)]
+            assert bw[s, t] == pytest.approx(1.0 / nt, rel=1e-12)
+            assert (lat[s, t], hops[s, t]) == (nl, nh), (s, t)
+            path = route_path(links, d, s, t, rule=rule)
+            assert len(path) == nh
+            assert sum(1.0 / links[k][2] for k in path) == pytest.approx(nt, rel=1e-12)
+        else:
+            assert bw[s, t] == 0 and hops[s, t] == -1
+
+
+def test_store_and_forward_grids_slow_down_with_distance():
+    """Equal-link grids: widest path gives every pair the link's bandwidth, store-and-forward
+    the link's over the hop count (the setting of paper 4's Table 2)."""
+    wide = resolve_cluster("torus2d:x=4,y=4,bw=8").cluster
+    saf = resolve_cluster("torus2d:x=4,y=4,bw=8,routing=store-and-forward").cluster
+    off = ~np.eye(16, dtype=bool)
+    assert set(wide.bandwidth[off].tolist()) == {8.0}
+    assert sorted(set(saf.bandwidth[off].tolist())) == [8 / 4, 8 / 3, 8 / 2, 8.0]
+    assert saf.routing == "store-and-forward" and wide.routing == "widest"
+    with pytest.raises(ValueError, match="routing must be one of"):
+        resolve_cluster("mesh2d:x=2,y=2,routing=shortest")
+
+
+def test_direct_routing_keeps_each_pairs_own_link():
+    """The third rule: no forwarding, so a complete topology keeps its drawn bandwidths and a
+    grid (non-adjacent pairs without a link) is refused as disconnected."""
+    c = resolve_cluster("uniform_dist:n=6,seed=3,routing=direct").cluster
+    for x in c.links:
+        assert c.bandwidth[x.a, x.b] == c.bandwidth[x.b, x.a] == x.bandwidth
+        assert route_path([(y.a, y.b, y.bandwidth, y.latency) for y in c.links], 6, x.a, x.b,
+                          rule="direct") == [c.links.index(x)]
+    widest = resolve_cluster("uniform_dist:n=6,seed=3").cluster
+    assert np.all(widest.bandwidth >= c.bandwidth) and np.any(widest.bandwidth > c.bandwidth)
+    with pytest.raises(ValueError, match="disconnected"):
+        resolve_cluster("mesh2d:x=3,y=3,routing=direct")

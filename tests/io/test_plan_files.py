@@ -329,3 +329,52 @@ def test_version_2_plans_keep_their_cluster_and_version_1_plans_still_read(tmp_p
     (tmp_path / "v1.json").write_text(json.dumps(doc))
     assert plan_cluster(tmp_path / "v1.json") is None
     np.testing.assert_array_equal(read_plan(tmp_path / "v1.json", p).assignment, a)
+
+
+# -- pipeline copies and ring order (paper 4) --------------------------------------------------
+
+
+def test_round_trip_with_pipeline_copies(tmp_path: Path) -> None:
+    p = Problem(graph=_problem().graph, name="tiny", cluster=reference_cluster(
+        n_accelerators=4, n_cpus=0, memory_bytes=1e9))
+    a = np.empty(3, np.int64)
+    a[p.graph.index_of([10, 20, 30])] = [1, 1, 0]
+    # stage {10, 20} on acc1 (copy 1) and acc3 (copy 0); stage {30} on acc0 (copy 1), acc2 (0)
+    plan = Plan(assignment=a, replica_of=[0, 1, 0, 1], pipeline_copy=[1, 1, 0, 0])
+    assert plan.ring(1).tolist() == [3, 1] and plan.ring(2).tolist() == [2, 0]
+    write_plan(p, plan, tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert [d.get("pipeline_copy") for d in doc["devices"]] == [1, 1, 0, 0]
+    back = read_plan(tmp_path / "p.json", p)
+    np.testing.assert_array_equal(back.pipeline_copy, plan.pipeline_copy)
+    np.testing.assert_array_equal(back.replica_of, plan.replica_of)
+    # files without copies read as device-index order
+    for d in doc["devices"]:
+        d.pop("pipeline_copy")
+    assert parse_plan(doc, p).pipeline_copy is None
+
+
+@pytest.mark.parametrize(
+    ("copies", "fragment"),
+    [([0, 0, None, None], "pipeline_copy missing"),
+     ([0, 0, 0, 1], "must number its 2 copies 0..1, got [0, 0]"),
+     ([0, 5, 1, 1], "must number its 2 copies 0..1"),
+     (["x", 0, 1, 1], "devices[0].pipeline_copy")],
+)
+def test_bad_pipeline_copies_name_the_field(copies: list, fragment: str) -> None:
+    p = Problem(graph=_problem().graph, cluster=reference_cluster(
+        n_accelerators=4, n_cpus=0, memory_bytes=1e9))
+    entries = [{"name": "acc0", "nodes": [10, 20]}, {"name": "acc1", "nodes": [30]},
+               {"name": "acc2", "replica_of": "acc0"}, {"name": "acc3", "replica_of": "acc1"}]
+    for e, c in zip(entries, copies, strict=True):
+        if c is not None:
+            e["pipeline_copy"] = c
+    with pytest.raises(FormatError, match=re.escape(fragment)):
+        parse_plan(_ours(entries), p)
+
+
+def test_plan_refuses_bad_pipeline_copies() -> None:
+    with pytest.raises(ValueError, match="needs replica_of"):
+        Plan(assignment=[0], pipeline_copy=[0])
+    with pytest.raises(ValueError, match=re.escape("0..1")):
+        Plan(assignment=[0, 0], replica_of=[0, 0], pipeline_copy=[1, 1])

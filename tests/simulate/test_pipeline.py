@@ -263,3 +263,17 @@ def test_memory_curves_recount_the_micro_batches_in_flight(case):
     spans = r.timeline
     assert len(spans) >= r.start.shape[0]
     assert np.all(spans.end >= spans.start)
+
+
+def test_stages_from_plan_follow_the_recorded_pipeline_copies():
+    """Paper 4's plans record each replica's pipeline copy (= its ring position): the stages
+    list their devices in that order, so copy c of stage 0 feeds copy c of stage 1."""
+    from dnnpart.plan import Plan
+    from dnnpart.simulate import stages_from_plan
+    from dnnpart.testing import chain_problem
+
+    p = chain_problem([1.0, 1.0], n_accelerators=4)
+    plain = Plan(assignment=[0, 1], replica_of=[0, 1, 0, 1])
+    copies = Plan(assignment=[0, 1], replica_of=[0, 1, 0, 1], pipeline_copy=[0, 1, 1, 0])
+    assert [s.devices for s in stages_from_plan(p, plain)[0]] == [(0, 2), (1, 3)]
+    assert [s.devices for s in stages_from_plan(p, copies)[0]] == [(0, 2), (3, 1)]

@@ -17,6 +17,12 @@ contracted, zero-time nodes with one neighbour merged into it):
 2. the tails of every biconnected component with a cycle become one colocation class;
 3. DP over a linear order of the result (our ``dpl`` on the recoloured graph); the plan is
    scored on the original problem.
+
+For the ``pipeline`` objective (paper 4's baseline, "PipeDream + CS") step 3 is instead
+Parmesan's phase-1 DP with a fixed stage count ``S`` and ``R`` replicas per stage
+(``stages``, ``replicas`` options, or searched over the divisor pairs of ``D`` as for
+``parmesan``) on the contracted graph, without clustering or refinement, and the stages are
+mapped by CS (``mapping=cs``; ``mapping=parmesan`` gives paper 4's "+ our map" row).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from dnnpart.baselines.branching import branch_region_labels
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp import build_stage_graph, solve_dpl
+from dnnpart.solvers.parmesan.solver import pipeline_options
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
@@ -68,10 +75,12 @@ def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[
     "pipedream",
     summary="PipeDream's DP: contract branching regions to a path, then split the path",
     guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
-    objectives=("throughput",),
-    source="paper 1, section 6 (baseline, after PipeDream [NHP+19])",
+    objectives=("throughput", "pipeline"),
+    source="paper 1, section 6 (baseline, after PipeDream [NHP+19]); paper 4, Table 1",
     options=(
         Option("ignore_inputs", bool, True, "leave input transfers out, as PipeDream did"),
+        *pipeline_options(clustering=False, refinement=False, seed_option=False,
+                          mapping_default="cs"),
     ),
 )
 def solve_pipedream(
@@ -93,8 +102,20 @@ def solve_pipedream(
     >>> r.objective
     5.0
     """
+    if problem.objective.kind == "pipeline":
+        from dnnpart.solvers.parmesan.solver import run_parmesan
+
+        contracted, _ = pipedream_problem(problem, ignore_inputs=ignore_inputs)
+        options.setdefault("mapping", "cs")
+        return run_parmesan(
+            problem, method="pipedream", time_limit=time_limit, progress=progress, k=None,
+            refine_steps=0, graph=contracted.graph,
+            search_space="pipelines of S stages x R replicas over the branch-contracted path",
+            **options)
+    options.pop("deterministic", None)  # the throughput DP is deterministic already
     if options:
-        raise ValueError(f"pipedream: unknown option(s) {sorted(options)}")
+        raise ValueError(f"pipedream: option(s) {sorted(options)} apply to --objective pipeline "
+                         "only")
     clock = Stopwatch(time_limit)
     contracted, n_left = pipedream_problem(problem, ignore_inputs=ignore_inputs)
     if progress is not None:

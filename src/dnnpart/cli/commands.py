@@ -239,6 +239,15 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
         out.json(dumps(payload))
     else:
         out.print(out.result_line(result))
+        st = result.stats
+        if "eq5_max_stage_time" in st:  # paper 4: the pipeline and its mapping beside the sim
+            gap = st.get("mapping_gap")
+            out.print(f"S={st['stages']} stages x R={st['replicas']} replicas; mapping "
+                      f"{st.get('mapping_pick')} ({st.get('picked_mapping_status')}, "
+                      f"{st.get('picked_instantiation')}); Eq. 5 max stage time "
+                      f"{fmt(st.get('picked_eq5_max_stage_time'))} s; mapper "
+                      f"({st.get('instantiation')}) {st.get('mapping_status')}"
+                      + ("" if gap is None else f", gap {gap:.2%}"))
         if result.plan is not None:
             ev = evaluate(problem, result.plan)
             if result.plan.layer_configs is not None:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dnnpart.cli import model_cmds, report_cmd, reproduce_cmd, sim_cmds
+from dnnpart.cli import map_cmd, model_cmds, report_cmd, reproduce_cmd, sim_cmds
 from dnnpart.errors import (
     DnnpartError,
     InfeasibleError,
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_cmds.add_parsers(sub)
     sim_cmds.add_parsers(sub, _add_problem_args)
     report_cmd.add_parser(sub)
+    map_cmd.add_parser(sub)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                              help="no progress output on stderr")
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dnnpart.cli import commands
 
         name = f"cmd_{args.command}"
-        modules = (commands, reproduce_cmd, model_cmds, sim_cmds, report_cmd)
+        modules = (commands, reproduce_cmd, model_cmds, sim_cmds, report_cmd, map_cmd)
         handler = next(getattr(m, name) for m in modules if hasattr(m, name))
         code: int = handler(args, out)
         return code

@@ -25,6 +25,8 @@ PAPERS = {
                   "synthetic generator",
     "optcnn2018": "paper 3: Table 3, Table 5, Figs. 7-8 (layer-wise vs data/model/OWT) on builtin "
                   "layer graphs",
+    "parmesan": "paper 4: Tables 1-2 shapes (two-level 4x4; SemanticFPN on meshes, tori, random "
+                "topologies); --methods 1 2 picks tables, --time-limit is per mapping search",
 }
 #: Where the shared workloads lie relative to the checkout (and to the working directory).
 DEFAULT_WORKLOADS = Path("..") / "shared" / "workloads" / "dnn-partitioning"
@@ -83,6 +85,8 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
         return _reproduce_optcnn2018(args, out)
     if args.paper == "pardnn2021":
         return _reproduce_pardnn2021(args, out)
+    if args.paper == "parmesan":
+        return _reproduce_parmesan(args, out)
     return _reproduce_tarnawski2020(args, out)
 
 
@@ -98,6 +102,24 @@ def _reproduce_optcnn2018(args: argparse.Namespace, out: Any) -> int:
     for check in report.checks:
         out.note(check)
     for path in report.files:
+        out.print(str(path))
+    return 0
+
+
+def _reproduce_parmesan(args: argparse.Namespace, out: Any) -> int:
+    from dnnpart.reproduce.parmesan import reproduce_parmesan
+
+    for flag in ("workloads", "only"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} is not used by parmesan (it builds its graphs and topologies)")
+    tables = tuple(args.methods) if args.methods else ("1", "2")
+    unknown = sorted(set(tables) - {"1", "2"})
+    if unknown:
+        raise ValueError(f"--methods: parmesan has tables 1 and 2, got {unknown[0]!r}")
+    rep = reproduce_parmesan(args.out, quick=args.quick, time_limit=args.time_limit,
+                             tables=tables, notify=out.note)
+    out.note(f"parmesan: {len(rep.table1)} + {len(rep.table2)} cells in {rep.wall_time_s:.0f} s")
+    for path in rep.files:
         out.print(str(path))
     return 0
 

@@ -108,6 +108,9 @@ class Cluster:
     routed : whether the matrices were derived from ``links`` by the routing rule (then a
         transfer's path is known: :func:`dnnpart.devices.routing.route_path`), rather than
         given with the links kept for display (e.g. DGX-1, which does not forward NVLink).
+    routing : the cluster's one routing rule (:data:`dnnpart.devices.routing.ROUTING_RULES`):
+        ``"widest"`` (default), ``"store-and-forward"`` or ``"direct"``; used for the matrices of a routed
+        cluster and for the paths of link contention.
 
     Examples
     --------
@@ -127,9 +130,13 @@ class Cluster:
     reference_bandwidth: float | None = None
     links: tuple[Link, ...] = ()
     routed: bool = False
+    routing: str = "widest"
 
     def __post_init__(self) -> None:
         d = len(self.devices)
+        if self.routing not in ("widest", "store-and-forward", "direct"):  # ROUTING_RULES
+            raise ValueError(f"cluster routing must be 'widest', 'store-and-forward' or "
+                             f"'direct', got {self.routing!r}")
         for link in self.links:
             if max(link.a, link.b) >= d:
                 raise ValueError(f"link {link.a}-{link.b}: the cluster has {d} devices")

@@ -1,13 +1,29 @@
 """Routing: from an undirected link list to ``(d, d)`` bandwidth and latency matrices.
 
-The one routing rule every solver and simulator uses (``docs/topologies.md``):
+A cluster has ONE routing rule (``Cluster.routing``) that every solver and simulator uses
+(``docs/topologies.md``); two rules exist, ``widest`` (the default) and ``store-and-forward``:
 
 **widest path** -- a transfer from ``i`` to ``j`` follows a simple path whose *bottleneck*
 bandwidth (its slowest link) is the largest possible; among those, the path with the least
 *summed latency*; among those, the one with the fewest hops. The matrices hold that path's
 bottleneck bandwidth and summed latency (``inf`` / ``0`` on the diagonal).
 
-Why a two-step computation: the lexicographic label (bottleneck, latency) is not isotone, so one
+**store-and-forward** -- a transfer follows the path with the least per-byte time
+``sum_e 1/B_e`` (each hop receives the whole message before sending it on), ties to the least
+summed latency, then the fewest hops; the matrices hold ``B = 1 / sum_e 1/B_e`` and the summed
+latency. On a grid of equal links ``B = link / hops``: distant pairs are slower, which is how
+paper 4's meshes and tori tell mappings apart (under widest path every pair of an equal-link
+grid has the same bandwidth). All three keys are additive, so one Dijkstra per source is exact
+(ties compare the floating-point sums as computed, from the source outwards).
+
+**direct** -- no forwarding: a pair talks over its own link only (the widest of parallel
+links, ties to the least latency); pairs without a link have no route, so only complete
+topologies (``random_blk_1/2``, ``uniform_dist``, ``two-level``) are connected under it. Paper
+4's random heterogeneous topologies are complete graphs whose per-pair bandwidths are drawn
+to differ; ``direct`` keeps those differences (widest path would let most pairs detour over
+the fastest links).
+
+Why a two-step computation (widest path): the lexicographic label (bottleneck, latency) is not isotone, so one
 Dijkstra pass over it can be wrong (a narrower prefix with less latency can win after a narrow
 link). Instead, for a source ``s``: (1) a max-bottleneck Dijkstra gives every target's best
 bottleneck ``B*``; (2) for each distinct ``B*``, a Dijkstra on (latency, hops) over the links of
@@ -136,23 +152,109 @@ def route_kernel(d: int, a: IntArray, b: IntArray, bw: FloatArray,
     return band, late, hop
 
 
+#: The routing rules a cluster may name (``Cluster.routing``); the first is the default.
+ROUTING_RULES = ("widest", "store-and-forward", "direct")
+
+
+def check_rule(rule: str) -> str:
+    """``rule`` if it is a known routing rule, else ``ValueError`` naming the choices."""
+    if rule not in ROUTING_RULES:
+        raise ValueError(f"routing must be one of {list(ROUTING_RULES)}, got {rule!r}")
+    return rule
+
+
+def _saf_tree(n: int, adj: list[list[tuple[int, int, float, float]]], s: int
+              ) -> tuple[list[tuple[float, float, int]], list[tuple[int, int]]]:
+    """Store-and-forward Dijkstra from ``s``: per device (sum 1/B, latency, hops), parent."""
+    inf = (math.inf, math.inf, 0)
+    best: list[tuple[float, float, int]] = [inf] * n
+    parent: list[tuple[int, int]] = [(-1, -1)] * n
+    best[s] = (0.0, 0.0, 0)
+    heap: list[tuple[float, float, int, int]] = [(0.0, 0.0, 0, s)]
+    done = [False] * n
+    while heap:
+        t, lat, hops, u = heapq.heappop(heap)
+        if done[u]:
+            continue
+        done[u] = True
+        for v, k, inv, lk in adj[u]:
+            cand = (t + inv, lat + lk, hops + 1)
+            if cand < best[v]:
+                best[v] = cand
+                parent[v] = (u, k)
+                heapq.heappush(heap, (cand[0], cand[1], cand[2], v))
+    return best, parent
+
+
+def _saf_adjacency(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
+                   ) -> list[list[tuple[int, int, float, float]]]:
+    adj: list[list[tuple[int, int, float, float]]] = [[] for _ in range(n)]
+    for k, (u, v, w, lk) in enumerate(zip(aa.tolist(), bb.tolist(), bw.tolist(), la.tolist(),
+                                          strict=True)):
+        if w > 0 and u != v:
+            inv = 0.0 if math.isinf(w) else 1.0 / w
+            adj[u].append((v, k, inv, lk))
+            adj[v].append((u, k, inv, lk))
+    return adj
+
+
+def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
+            ) -> tuple[FloatArray, FloatArray, IntArray]:
+    band = np.zeros((n, n))
+    late = np.zeros((n, n))
+    hop = np.full((n, n), -1, np.int64)
+    for u, v, w, lk in zip(aa.tolist(), bb.tolist(), bw.tolist(), la.tolist(), strict=True):
+        if u == v or w <= 0:
+            continue
+        if w > band[u, v] or (w == band[u, v] and lk < late[u, v]):
+            band[u, v] = band[v, u] = w
+            late[u, v] = late[v, u] = lk
+            hop[u, v] = hop[v, u] = 1
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    np.fill_diagonal(hop, 0)
+    return band, late, hop
+
+
 def route(
     n_devices: int, a: npt.ArrayLike, b: npt.ArrayLike, bandwidth: npt.ArrayLike,
-    latency: npt.ArrayLike,
+    latency: npt.ArrayLike, *, rule: str = "widest",
 ) -> tuple[FloatArray, FloatArray, IntArray]:
-    """Bandwidth, latency and hop matrices of a link list under the widest-path rule.
+    """Bandwidth, latency and hop matrices of a link list under ``rule``.
 
     Examples
     --------
     >>> bw, lat, hops = route(3, [0, 1, 0], [1, 2, 2], [10.0, 10.0, 5.0], [1.0, 1.0, 0.5])
     >>> float(bw[0, 2]), float(lat[0, 2]), int(hops[0, 2])   # two 10-links beat the 5-link
     (10.0, 2.0, 2)
+    >>> bw, lat, hops = route(3, [0, 1, 0], [1, 2, 2], [10.0, 10.0, 4.0], [1.0, 1.0, 0.5],
+    ...                       rule="store-and-forward")
+    >>> float(bw[0, 2]), float(bw[0, 1]), int(hops[0, 2])   # 1/10 + 1/10 = 1/5 beats 1/4
+    (5.0, 10.0, 2)
     """
     aa = np.asarray(a, dtype=np.int64).reshape(-1)
     bb = np.asarray(b, dtype=np.int64).reshape(-1)
     bwa = np.asarray(bandwidth, dtype=np.float64).reshape(-1)
     la = np.asarray(latency, dtype=np.float64).reshape(-1)
-    band, late, hop = route_kernel(int(n_devices), aa, bb, bwa, la)
+    if check_rule(rule) == "widest":
+        band, late, hop = route_kernel(int(n_devices), aa, bb, bwa, la)
+        return band, late, hop
+    n = int(n_devices)
+    if rule == "direct":
+        return _direct(n, aa, bb, bwa, la)
+    adj = _saf_adjacency(n, aa, bb, bwa, la)
+    band = np.zeros((n, n))
+    late = np.zeros((n, n))
+    hop = np.full((n, n), -1, np.int64)
+    for s in range(n):
+        best, _ = _saf_tree(n, adj, s)
+        for v, (t, lat, h) in enumerate(best):
+            if math.isfinite(t):
+                band[s, v] = math.inf if t == 0 else 1.0 / t
+                late[s, v] = lat
+                hop[s, v] = h
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
     return band, late, hop
 
 
@@ -163,7 +265,7 @@ def unreachable_pair(bandwidth: FloatArray) -> tuple[int, int] | None:
 
 
 def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices: int, a: int,
-               b: int, level: float | None = None) -> list[int]:
+               b: int, level: float | None = None, *, rule: str = "widest") -> list[int]:
     """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
 
     ``cluster_links`` are ``(a, b, bandwidth, latency)``. Among paths of the best bottleneck,
@@ -178,6 +280,25 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     """
     if a == b:
         return []
+    if check_rule(rule) == "direct":
+        cands = [k for k, x in enumerate(cluster_links) if {x[0], x[1]} == {a, b} and x[2] > 0]
+        if not cands:
+            raise ValueError(f"no path from device {a} to device {b}")
+        return [min(cands, key=lambda k: (-cluster_links[k][2], cluster_links[k][3], k))]
+    if rule == "store-and-forward":
+        arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
+        saf_adj = _saf_adjacency(n_devices, arr[:, 0].astype(np.int64),
+                                 arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
+        saf_best, saf_parent = _saf_tree(n_devices, saf_adj, a)
+        if not math.isfinite(saf_best[b][0]):
+            raise ValueError(f"no path from device {a} to device {b}")
+        saf: list[int] = []
+        node = b
+        while node != a:
+            pu, pk = saf_parent[node]
+            saf.append(pk)
+            node = pu
+        return saf[::-1]
     if level is None:
         bw, _, _ = route(n_devices, [x[0] for x in cluster_links], [x[1] for x in cluster_links],
                          [x[2] for x in cluster_links], [x[3] for x in cluster_links])

@@ -63,9 +63,9 @@ DGX1_NVLINK: dict[tuple[int, int], int] = {
 def cluster_from_links(
     devices: Sequence[Device], links: Sequence[Link], *, name: str = "",
     group: Sequence[int] | npt.ArrayLike | None = None, time_unit_s: float = 1e-3,
-    reference_bandwidth: float | None = None,
+    reference_bandwidth: float | None = None, routing: str = "widest",
 ) -> Cluster:
-    """A cluster whose matrices are routed from ``links`` (widest path, see module doc).
+    """A cluster whose matrices are routed from ``links`` by ``routing`` (see module doc).
 
     Examples
     --------
@@ -83,7 +83,7 @@ def cluster_from_links(
         if max(link.a, link.b) >= d:
             raise ValueError(f"link {link.a}-{link.b}: the topology has {d} devices")
     bw, lat, _ = route(d, [x.a for x in links], [x.b for x in links],
-                       [x.bandwidth for x in links], [x.latency for x in links])
+                       [x.bandwidth for x in links], [x.latency for x in links], rule=routing)
     pair = unreachable_pair(bw)
     if pair is not None:
         raise ValueError(
@@ -93,7 +93,7 @@ def cluster_from_links(
         devices=tuple(devices), bandwidth=bw, latency=lat,
         group=np.zeros(d, np.int64) if group is None else np.asarray(group, np.int64),
         name=name, time_unit_s=time_unit_s, reference_bandwidth=reference_bandwidth,
-        links=tuple(links), routed=True,
+        links=tuple(links), routed=True, routing=routing,
     )
 
 
@@ -156,7 +156,7 @@ def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
 
 
 def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: float,
-          name: str) -> Cluster:
+          name: str, routing: str = "widest") -> Cluster:
     if any(k < 1 for k in dims):
         raise ValueError(f"{name}: every axis needs >= 1 device, got {list(dims)}")
     n = int(np.prod(dims))
@@ -174,12 +174,13 @@ def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: fl
             if last and (not wrap or k == 2):  # mesh: no wrap; torus of 2: link already there
                 continue
             links.append(Link(a=u, b=v, bandwidth=bw, latency=latency, kind=f"axis{axis}"))
+    suffix = "" if routing == "widest" else f" ({routing})"
     return cluster_from_links(_accelerators(n, memory), links,
-                              name=f"{name} {'x'.join(map(str, dims))}")
+                              name=f"{name} {'x'.join(map(str, dims))}{suffix}", routing=routing)
 
 
 def mesh2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
-           memory: float = math.inf) -> Cluster:
+           memory: float = math.inf, routing: str = "widest") -> Cluster:
     """2-D mesh; degrees 2 (corners), 3 (edges), 4 (inside).
 
     Examples
@@ -187,11 +188,11 @@ def mesh2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
     >>> len(mesh2d(x=3, y=3).links)
     12
     """
-    return _grid((x, y), False, bw, latency, memory, "mesh2d")
+    return _grid((x, y), False, bw, latency, memory, "mesh2d", routing)
 
 
 def torus2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
-            memory: float = math.inf) -> Cluster:
+            memory: float = math.inf, routing: str = "widest") -> Cluster:
     """2-D torus; degree 4 when both axes have >= 3 devices.
 
     Examples
@@ -199,11 +200,11 @@ def torus2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
     >>> len(torus2d(x=3, y=3).links)
     18
     """
-    return _grid((x, y), True, bw, latency, memory, "torus2d")
+    return _grid((x, y), True, bw, latency, memory, "torus2d", routing)
 
 
 def mesh3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: float = 0.0,
-           memory: float = math.inf) -> Cluster:
+           memory: float = math.inf, routing: str = "widest") -> Cluster:
     """3-D mesh.
 
     Examples
@@ -211,11 +212,11 @@ def mesh3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: flo
     >>> len(mesh3d(x=2, y=2, z=2).links)
     12
     """
-    return _grid((x, y, z), False, bw, latency, memory, "mesh3d")
+    return _grid((x, y, z), False, bw, latency, memory, "mesh3d", routing)
 
 
 def torus3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: float = 0.0,
-            memory: float = math.inf) -> Cluster:
+            memory: float = math.inf, routing: str = "widest") -> Cluster:
     """3-D torus; degree 6 when every axis has >= 3 devices.
 
     Examples
@@ -223,16 +224,18 @@ def torus3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: fl
     >>> len(torus3d(x=3, y=3, z=3).links)
     81
     """
-    return _grid((x, y, z), True, bw, latency, memory, "torus3d")
+    return _grid((x, y, z), True, bw, latency, memory, "torus3d", routing)
 
 
 def _complete(n: int, bandwidth: Callable[[int, int], float], latency: float, memory: float,
-              name: str) -> Cluster:
+              name: str, routing: str = "widest") -> Cluster:
     if n < 1:
         raise ValueError(f"{name}: n must be >= 1, got {n}")
     links = [Link(a=i, b=j, bandwidth=bandwidth(i, j), latency=latency)
              for i, j in itertools.combinations(range(n), 2)]
-    return cluster_from_links(_accelerators(n, memory), links, name=f"{name} n={n}")
+    suffix = "" if routing == "widest" else f" ({routing})"
+    return cluster_from_links(_accelerators(n, memory), links, name=f"{name} n={n}{suffix}",
+                              routing=routing)
 
 
 def _blocks(n: int, blocks: int, rng: np.random.Generator, name: str) -> np.ndarray:
@@ -244,7 +247,8 @@ def _blocks(n: int, blocks: int, rng: np.random.Generator, name: str) -> np.ndar
 
 
 def random_blk_1(*, n: int = 16, blocks: int = 4, intra: float = 100e9, inter: float = 10e9,
-                 latency: float = 0.0, seed: int = 0, memory: float = math.inf) -> Cluster:
+                 latency: float = 0.0, seed: int = 0, memory: float = math.inf,
+                 routing: str = "widest") -> Cluster:
     """Complete graph, random equal blocks: ``intra`` inside a block, ``inter`` between.
 
     Examples
@@ -255,12 +259,13 @@ def random_blk_1(*, n: int = 16, blocks: int = 4, intra: float = 100e9, inter: f
     """
     block = _blocks(n, blocks, np.random.default_rng(seed), "random_blk_1")
     return _complete(n, lambda i, j: intra if block[i] == block[j] else inter, latency, memory,
-                     "random_blk_1")
+                     "random_blk_1", routing)
 
 
 def random_blk_2(*, n: int = 16, blocks: int = 4, intra_lo: float = 50e9,
                  intra_hi: float = 150e9, inter_lo: float = 5e9, inter_hi: float = 25e9,
-                 latency: float = 0.0, seed: int = 0, memory: float = math.inf) -> Cluster:
+                 latency: float = 0.0, seed: int = 0, memory: float = math.inf,
+                 routing: str = "widest") -> Cluster:
     """Complete graph, random equal blocks; one random bandwidth per block and per block pair.
 
     Examples
@@ -278,11 +283,11 @@ def random_blk_2(*, n: int = 16, blocks: int = 4, intra_lo: float = 50e9,
     level = np.triu(level) + np.triu(level, 1).T
     level[np.diag_indices(blocks)] = rng.uniform(intra_lo, intra_hi, size=blocks)
     return _complete(n, lambda i, j: float(level[block[i], block[j]]), latency, memory,
-                     "random_blk_2")
+                     "random_blk_2", routing)
 
 
 def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: float = 0.0,
-                 seed: int = 0, memory: float = math.inf) -> Cluster:
+                 seed: int = 0, memory: float = math.inf, routing: str = "widest") -> Cluster:
     """Complete graph, every link's bandwidth uniform in ``[lo, hi]``.
 
     Examples
@@ -293,7 +298,8 @@ def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: fl
     if not (0 < lo <= hi < math.inf):
         raise ValueError("uniform_dist: need 0 < lo <= hi < inf")
     draws = np.random.default_rng(seed).uniform(lo, hi, size=(n, n))
-    return _complete(n, lambda i, j: float(draws[i, j]), latency, memory, "uniform_dist")
+    return _complete(n, lambda i, j: float(draws[i, j]), latency, memory, "uniform_dist",
+                     routing)
 
 
 GENERATORS: dict[str, Callable[..., Cluster]] = {
@@ -332,6 +338,14 @@ def generate(name: str, params: dict[str, Any] | None = None) -> Cluster:
         key = key.strip().replace("-", "_")
         if key not in allowed:
             raise ValueError(f"{name}: unknown parameter {key!r}; parameters: {', '.join(sorted(allowed))}")
+        if key == "routing":  # the one text parameter: the cluster's routing rule
+            from dnnpart.devices.routing import check_rule
+
+            try:
+                kwargs[key] = check_rule(str(raw).strip())
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            continue
         try:
             value = float(raw)
         except (TypeError, ValueError):

@@ -20,8 +20,9 @@ Three forms::
       - {name: host, kind: cpu}
     bandwidth: [[...]]         # optional (d, d) bytes/s, used as given
     latency: [[...]]           # optional (d, d) seconds, used as given
-    links:                     # optional topology: matrices routed by the widest-path rule
+    links:                     # optional topology: matrices routed by the cluster's rule
       - {a: gpu0, b: gpu1, bandwidth: 25e9, latency: 1e-6, kind: nvlink}
+    routing: widest            # or store-and-forward (optional; the rule for `links`)
 
     preset: torus3d            # any topology generator (dnnpart.devices.topology) + parameters
     x: 4
@@ -29,7 +30,8 @@ Three forms::
     z: 4
 
 With ``links`` and no ``bandwidth``, the ``(d, d)`` matrices are derived from the links by the
-one routing rule (:mod:`dnnpart.devices.routing`); a matrix given in the file is used as is
+cluster's one routing rule (:mod:`dnnpart.devices.routing`, ``routing``, default ``widest``);
+a matrix given in the file is used as is
 (the links are then kept for display). Numbers may be written as strings (YAML 1.1 reads
 ``16e9`` as text; ``"inf"`` is accepted where infinity is).
 """
@@ -150,7 +152,13 @@ def _explicit(root: dict[str, Any]) -> Cluster:
     if links and "bandwidth" not in root:
         from dnnpart.devices.topology import cluster_from_links
 
-        routed = cluster_from_links(devices, links, group=groups, reference_bandwidth=ref)
+        rule = str(root.get("routing", "widest"))
+        from dnnpart.devices.routing import ROUTING_RULES
+
+        if rule not in ROUTING_RULES:
+            raise FormatError(f"routing: expected one of {list(ROUTING_RULES)}, got {rule!r}")
+        routed = cluster_from_links(devices, links, group=groups, reference_bandwidth=ref,
+                                    routing=rule)
         return dataclasses.replace(routed, host_link_scale=np.asarray(scales),
                                    name=str(root.get("name", "")))
     bandwidth = _matrix(root, "bandwidth", d, math.inf)
@@ -231,6 +239,8 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
         out["latency"] = [[num(x) for x in row] for row in cluster.latency.tolist()]
     if cluster.reference_bandwidth is not None:
         out["reference_bandwidth"] = cluster.reference_bandwidth
+    if cluster.routing != "widest":
+        out["routing"] = cluster.routing
     if cluster.links:
         out["links"] = [{"a": cluster.devices[x.a].name, "b": cluster.devices[x.b].name,
                          "bandwidth": x.bandwidth, "latency": x.latency, "kind": x.kind}

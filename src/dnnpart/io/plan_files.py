@@ -13,7 +13,10 @@
 Nodes are referred to by their original ids; ``subgraphs`` (optional) lists a device's
 subgraphs in execution order; ``replica_of`` (optional, paper 1 appendix C.2) names the
 device whose stage this device replicates (it then lists no nodes). Version 1 readers that
-predate ``replica_of`` ignore it; files without it read as before.
+predate ``replica_of`` ignore it; files without it read as before. ``pipeline_copy``
+(optional, paper 4; integer) is the pipeline copy a device of a replication group serves, which
+is also its position in the group's all-reduce ring (:class:`~dnnpart.plan.Plan`); a group
+numbers its devices ``0 .. r-1``. Files without it keep copies in device-index order.
 
 Version 2 adds ``"cluster"``: the resolved cluster the plan was made for, in the explicit form
 of a cluster file (:func:`~dnnpart.io.cluster_file.cluster_to_dict`: devices, matrices as
@@ -71,6 +74,7 @@ def parse_plan(
     subgraph = np.zeros(graph.n_nodes, dtype=np.int64)
     has_subgraphs = False
     replica_of: np.ndarray | None = None
+    copies: dict[int, tuple[str, int]] = {}  # device -> (field path, pipeline copy)
     lists: list[tuple[str, int, list[Any]]] = []  # (field path, device index, ids)
     parts: list[tuple[str, int, list[np.ndarray]]] = []  # (field path, device, subgraph nodes)
 
@@ -104,6 +108,9 @@ def parse_plan(
             lists.append((f"{where}.nodes", dev, ids))
             if entry.get("replica_of") is not None:
                 replica_of = _read_replica(cluster, entry, where, dev, ids, replica_of)
+            if entry.get("pipeline_copy") is not None:
+                copies[dev] = (f"{where}.pipeline_copy",
+                               f.integer(entry["pipeline_copy"], f"{where}.pipeline_copy"))
             if "subgraphs" in entry:
                 has_subgraphs = True
                 listed = f.require_list(entry["subgraphs"], f"{where}.subgraphs")
@@ -144,10 +151,38 @@ def parse_plan(
     configs = None
     if root.get("format") == PLAN_FORMAT and root.get("layer_configs") is not None:
         configs = _read_layer_configs(problem, root["layer_configs"], assignment)
+    pipeline_copy = _pipeline_copies(cluster, replica_of, copies) if copies else None
     return Plan(assignment=assignment.astype(np.int32),
                 subgraph=subgraph.astype(np.int32) if has_subgraphs else None,
                 replica_of=None if replica_of is None else replica_of.astype(np.int32),
-                layer_configs=configs)
+                pipeline_copy=pipeline_copy, layer_configs=configs)
+
+
+def _pipeline_copies(
+    cluster: Cluster, replica_of: np.ndarray | None, copies: dict[int, tuple[str, int]]
+) -> np.ndarray:
+    """Per device its pipeline copy; every group must number its devices ``0 .. r-1``."""
+    if replica_of is None:
+        where = next(iter(copies.values()))[0]
+        raise FormatError(f"{where}: pipeline copies need replication groups (replica_of)")
+    out = np.zeros(cluster.n_devices, dtype=np.int32)
+    for dev, (_where, c) in copies.items():
+        out[dev] = c
+    for p in np.unique(replica_of).tolist():
+        members = np.flatnonzero(replica_of == p)
+        if members.size == 1 and int(members[0]) not in copies:
+            continue
+        absent = [int(m) for m in members if int(m) not in copies]
+        if absent:
+            raise FormatError(f"{cluster.devices[absent[0]].name}: pipeline_copy missing (its group "
+                              f"with {cluster.devices[p].name} numbers its copies)")
+        got = sorted(out[members].tolist())
+        if got != list(range(members.size)):
+            raise FormatError(f"{copies[int(members[0])][0]}: the group of "
+                              f"{cluster.devices[p].name} must number its {members.size} copies "
+                              f"0..{members.size - 1}, got {got}")
+    return out
+
 
 
 def _read_layer_configs(problem: Problem, data: Any, assignment: np.ndarray) -> tuple[LayerConfig, ...]:
@@ -251,6 +286,8 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
             entry["subgraphs"] = [ids[nodes[ords == o]].tolist() for o in np.unique(ords)]
         if plan.replica_of is not None and plan.replica_of[d] != d:
             entry["replica_of"] = cluster.devices[int(plan.replica_of[d])].name
+        if plan.pipeline_copy is not None and plan.replicas(d).size > 1:
+            entry["pipeline_copy"] = int(plan.pipeline_copy[d])
         devices.append(entry)
     version = PLAN_VERSION if plan.layer_configs is None else PLAN_VERSION_LAYERWISE
     out: dict[str, Any] = {"format": PLAN_FORMAT, "version": version, "problem": problem.name}

@@ -130,7 +130,8 @@ def contention_resources(graph: Graph, cluster: Cluster,
         if u == v:
             continue
         if cluster.routed:
-            hops = route_path(links, d, u, v, float(cluster.bandwidth[u, v]))
+            hops = route_path(links, d, u, v, float(cluster.bandwidth[u, v]),
+                              rule=cluster.routing)
             at, res = u, []
             for k in hops:  # direction of each hop along the path
                 x = cluster.links[k]

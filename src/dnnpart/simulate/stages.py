@@ -1,9 +1,12 @@
 """Pipeline stages from a node -> device plan (paper 1's plans simulate as pipelines).
 
-A stage is a device holding nodes (a *primary*) with its replicas (``plan.replica_of``, ring
-in device-index order). Stages are ordered by their forward data flow; the plan must be
-contiguous (each device's forward part and backward part convex) and the forward quotient
-graph acyclic, otherwise :func:`stages_from_plan` refuses it with a message.
+A stage is a device holding nodes (a *primary*) with its replicas (``plan.replica_of``), in
+ring order: ``plan.pipeline_copy`` where the plan records it (paper 4's mappings), else
+device-index order. The simulator runs micro-batch ``j`` on the stage's device number
+``j mod r`` of that order, so the recorded copies decide which replica talks to which.
+Stages are ordered by their forward data flow; the plan must be contiguous (each device's
+forward part and backward part convex) and the forward quotient graph acyclic, otherwise
+:func:`stages_from_plan` refuses it with a message.
 
 Per stage: ``forward`` / ``backward`` = summed node times on the primary; ``weight_bytes`` =
 summed ``param_bytes`` where the graph has phase-2 arrays, else summed ``memory_bytes`` (paper
@@ -20,12 +23,29 @@ from __future__ import annotations
 import numpy as np
 
 from dnnpart.evaluate.loads import node_times
-from dnnpart.graph.core import NORMAL
+from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.simulate.ops import transfer_bytes
 from dnnpart.simulate.pipeline import B, F, Stage, StageEdge
+
+
+def node_weight_bytes(g: Graph) -> np.ndarray:
+    """Per node, the weight bytes a stage all-reduces: ``param_bytes`` where the graph has
+    phase-2 arrays, else ``memory_bytes`` (paper 1's per-node memory, which its replication
+    term also reads as weights). Parmesan's phase 1 uses the same figure, so its ``P(s)``
+    is the simulator's ``weight_bytes``.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> node_weight_bytes(chain_graph(2, memory_bytes=3.0)).tolist()
+    [3.0, 3.0]
+    """
+    phase_arrays = g.param_bytes is not None or g.memory_class is not None
+    out: np.ndarray = g.node_param_bytes() if phase_arrays else g.memory_bytes
+    return out
 
 
 def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[StageEdge]]:
@@ -82,8 +102,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
                          f"{', '.join(stuck)} feed each other in a cycle (non-contiguous plan)")
     index = {d: i for i, d in enumerate(order)}
     times = node_times(g, c, a)
-    phase_arrays = g.param_bytes is not None or g.memory_class is not None
-    weights = g.node_param_bytes() if phase_arrays else g.memory_bytes
+    weights = node_weight_bytes(g)
     out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
     act_node = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
     tb = transfer_bytes(g)
@@ -106,7 +125,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
     stages = []
     for i, d in enumerate(order):
         mine = a == d
-        replicas = tuple(int(x) for x in plan.replicas(d))
+        replicas = tuple(int(x) for x in plan.ring(d))  # pipeline copy = ring order
         stages.append(Stage(
             devices=replicas,
             forward=float(times[mine & ~g.is_backward].sum()),

@@ -17,3 +17,4 @@ from dnnpart.solvers import (
 )
 from dnnpart.solvers.optcnn import methods  # noqa: F401
 from dnnpart.solvers.pardnn import method as pardnn_method  # noqa: F401  (registers with makespan only)
+from dnnpart.solvers.parmesan import solver as parmesan_solver  # noqa: F401

@@ -343,6 +343,8 @@ def solve(
     """
     info = get_method(method)
     checked = info.check_options(options)  # one rule for every method, before anything else
+    if type(deterministic) is not bool:
+        raise ValueError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
     if problem.objective.kind not in info.objectives:
         raise ValueError(
             f"method {method!r} optimises {list(info.objectives)}, not {problem.objective.kind!r}"
@@ -353,8 +355,6 @@ def solve(
         time_limit = info.default_time_limit
     elif math.isinf(time_limit):
         time_limit = None
-    if type(deterministic) is not bool:
-        raise ValueError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
     if deterministic and any(o.name == "deterministic" for o in info.options):
         checked["deterministic"] = True
     # Deterministic runs stop on work, not the clock: the watchdog only backstops them.

@@ -35,7 +35,8 @@ _STAGE_WIDTHS = (64, 128, 256, 512)
 
 
 def resnet_ops(
-    depth: int = 50, *, image: int = 224, batch: int = 1, n_classes: int = 1000
+    depth: int = 50, *, image: int = 224, batch: int = 1, n_classes: int = 1000,
+    head: bool = True,
 ) -> OpGraph:
     """The layer list of a ResNet.
 
@@ -45,6 +46,9 @@ def resnet_ops(
     image : input height and width (square, 3 channels).
     batch : batch size.
     n_classes : outputs of the fc layer.
+    head : add the classification head (pool, fc); ``False`` leaves the backbone, whose
+        stage outputs are ``layer{k}.{last block}.relu_out`` (dense-prediction models such as
+        :mod:`dnnpart.zoo.semantic_fpn` build on them).
 
     Examples
     --------
@@ -136,13 +140,15 @@ def resnet_ops(
             y = elementwise(f"{p}.add", "Add", y, layer, other=identity[0])
             x = relu(f"{p}.relu_out", y, layer)
 
-    head = layer + 1
+    if not head:
+        return ops
+    head_id = layer + 1
     src, c, h, w = x
     node = ops.add("avgpool", "GlobalAveragePool", [src], flops=batch * c * h * w,
-                   output_elements=batch * c, layer_id=head)
+                   output_elements=batch * c, layer_id=head_id)
     ops.add("fc", "Gemm", [node], flops=2 * batch * c * n_classes + batch * n_classes,
             weight_elements=c * n_classes + n_classes, output_elements=batch * n_classes,
-            layer_id=head)
+            layer_id=head_id)
     return ops
 
 

@@ -124,7 +124,13 @@ class OpDag:
         """``sum c_u + sum c_m over crossing communication edges`` per row (Eq. 3 times r)."""
         u2 = np.atleast_2d(u)
         cross = u2[:, self.c_src] ^ u2[:, self.c_dst]
-        return np.asarray(u2 @ self.compute + cross @ self.c_time, dtype=np.float64)
+        finite = np.isfinite(self.compute)
+        # an op the accelerator cannot run (infinite time) makes every set holding it
+        # infinite; a plain product would give 0 * inf = nan for the sets without it
+        value = u2 @ np.where(finite, self.compute, 0.0) + cross @ self.c_time
+        if not finite.all():
+            value = np.where(u2[:, ~finite].any(axis=1), np.inf, value)
+        return np.asarray(value, dtype=np.float64)
 
     def memory(self, u: BoolArray, mem: MemoryModel, position: int, n_stages: int) -> FloatArray:
         u2 = np.atleast_2d(u)
@@ -151,7 +157,9 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     n = sg.n_stage_nodes
     col = graph.device_kinds.index(kind) if kind in graph.device_kinds else -1
     compute = _sum_by(atom, graph.compute_time[:, col], n)
-    params = _sum_by(atom, graph.node_param_bytes(), n)
+    from dnnpart.simulate.stages import node_weight_bytes
+
+    params = _sum_by(atom, node_weight_bytes(graph), n)
     fwd = ~graph.is_backward
     acts = _sum_by(atom[fwd], graph.node_output_bytes()[fwd], n)
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(sg.succ_ptr))
