@@ -344,6 +344,24 @@ def _latency_space(q: int, contiguous_cpus: bool) -> str:
     return f"non-contiguous splits: up to {q} contiguous subgraphs per accelerator in a chosen order, {cpu}"
 
 
+#: Options of both integer-program methods (one schema, so ip and ip-noncontig agree).
+_IP_OPTIONS = (
+    Option("backend", str, "cpsat", "MIP backend; portfolio: CP-SAT for half the time, then HiGHS",
+           choices=("cpsat", "highs", "portfolio")),
+    Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
+    Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
+    Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
+    Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
+    Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
+    Option("symmetry", bool, True, "break symmetry between identical devices"),
+    Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
+           minimum=1, maximum=4096),
+    Option("descent", bool, False, "throughput, cpsat: half the time limit for threshold descent"),
+    Option("deterministic", bool, False,
+           "same plan run to run: deterministic time instead of wall time, fixed seed"),
+)
+
+
 @register(
     "ip",
     summary="integer program (CP-SAT or HiGHS): optimal contiguous split with a certified bound "
@@ -352,21 +370,7 @@ def _latency_space(q: int, contiguous_cpus: bool) -> str:
     objectives=("throughput", "latency"),
     exact=True,
     source="paper 1, sections 4, 4.2, 5.1.3, 5.3 (Figs. 3, 6), Lemma 4.1",
-    options=(
-        Option("backend", str, "cpsat", "MIP backend; portfolio: CP-SAT for half the time, then HiGHS",
-               choices=("cpsat", "highs", "portfolio")),
-        Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
-        Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
-        Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
-        Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
-        Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
-        Option("symmetry", bool, True, "break symmetry between identical devices"),
-        Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
-               minimum=1, maximum=4096),
-        Option("descent", bool, False, "throughput, cpsat: half the time limit for threshold descent"),
-        Option("deterministic", bool, False,
-               "same plan run to run: deterministic time instead of wall time, fixed seed"),
-    ),
+    options=_IP_OPTIONS,
     anytime=True,
     time_kind="integer-program",
 )
@@ -394,21 +398,7 @@ def solve_ip(
     objectives=("throughput",),
     exact=True,
     source="paper 1, section 5.2 (Fig. 6 without contiguity)",
-    options=(
-        Option("backend", str, "cpsat", "MIP backend; portfolio: CP-SAT for half the time, then HiGHS",
-               choices=("cpsat", "highs", "portfolio")),
-        Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
-        Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
-        Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
-        Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
-        Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
-        Option("symmetry", bool, True, "break symmetry between identical devices"),
-        Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
-               minimum=1, maximum=4096),
-        Option("descent", bool, False, "throughput, cpsat: half the time limit for threshold descent"),
-        Option("deterministic", bool, False,
-               "same plan run to run: deterministic time instead of wall time, fixed seed"),
-    ),
+    options=_IP_OPTIONS,
     anytime=True,
     time_kind="integer-program",
 )
