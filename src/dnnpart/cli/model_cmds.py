@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnpart.errors import FormatError
+from dnnpart.errors import FormatError, ProblemTooLargeError
 
 if TYPE_CHECKING:
     from dnnpart.cli.render import Renderer
@@ -136,7 +136,8 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream")
     p.add_argument(
         "--method", "-m",
-        help="method name (default: dp; with --schedule: pipeline, the split a schedule runs; "
+        help="method name (default: dp, or dpl where dp refuses the graph as too large; "
+        "with --schedule: pipeline, the split a schedule runs; "
         "see `dnnpart methods`)",
     )
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
@@ -399,6 +400,8 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import get_method, solve
 
+    # no method named and no schedule: the exact DP where its lattice fits, else DPL (said so)
+    auto = args.method is None and not args.schedule
     if args.method is None:
         args.method = "pipeline" if args.schedule else "dp"
         if args.schedule:
@@ -418,7 +421,15 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     )
     progress = out.progress()
     with progress if progress is not None else contextlib.nullcontext():
-        result = solve(problem, args.method, time_limit=args.time_limit, progress=progress)
+        try:
+            result = solve(problem, args.method, time_limit=args.time_limit, progress=progress)
+        except ProblemTooLargeError as exc:
+            if not auto:
+                raise
+            out.note(f"method: dpl (the default dp refused this graph: {exc}; dpl splits along "
+                     "a linearization, no optimality guarantee; -m NAME picks another method)")
+            args.method = "dpl"
+            result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress)
     if result.plan is not None and args.out:
         data = plan_to_dict(problem, result.plan, result)
         data["model"] = _model_block(args, source)
