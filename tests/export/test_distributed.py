@@ -106,3 +106,28 @@ def test_cli_plan_export_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert report["max_abs_diff"] <= TOLERANCE
     assert np.isfinite(report["max_abs_diff"])
     assert main(["run", str(tmp_path / "placement")]) == 2  # not a plan with a model
+
+
+def test_cli_plan_falls_back_to_dpl_when_dp_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With no -m, `plan` runs dp; when dp refuses the graph as too large (as on aten-level
+    # hf:gpt2), it says so and plans with dpl; a method the user names is never replaced.
+    import dnnpart.solvers as solvers
+    from dnnpart.cli.main import main
+    from dnnpart.errors import ProblemTooLargeError
+
+    real_solve = solvers.solve
+
+    def refusing_dp(problem, method="dp", /, **kw):  # type: ignore[no-untyped-def]
+        if method == "dp":
+            raise ProblemTooLargeError("too many ideals (test)")
+        return real_solve(problem, method, **kw)
+
+    monkeypatch.setattr(solvers, "solve", refusing_dp)
+    plan = tmp_path / "plan.json"
+    args = ["plan", "builtin:resnet50", "--input-shape", "1,3,64,64", "--cluster", "2xV100"]
+    assert main([*args, "-o", str(plan)]) == 0
+    assert json.loads(plan.read_text())["method"] == "dpl"
+    assert "method: dpl (the default dp refused this graph" in capsys.readouterr().err
+    assert main([*args, "-m", "dp"]) == 1
