@@ -134,7 +134,7 @@ def count_ideals(graph: Graph, *, limit: int = 1_000_000, max_memory_bytes: int 
     >>> count_ideals(chain_graph(4))
     5
     """
-    from dnnpart.graph.ideals import predecessor_masks
+    from dnnpart.graph.ideals import ideal_levels
 
     n = graph.n_nodes
     if n + 1 > limit:  # every DAG has at least n + 1 ideals (the prefixes of a topological order)
@@ -149,37 +149,18 @@ def count_ideals(graph: Graph, *, limit: int = 1_000_000, max_memory_bytes: int 
         raise ProblemTooLargeError(
             f"counting the ideals of this graph ({n:,} nodes) would need more than "
             f"{max_memory_bytes:,} bytes of bitsets; not counted")
-    preds = predecessor_masks(graph)
-    succs = [[int(w) for w in graph.successors(v)] for v in range(graph.n_nodes)]
     per_ideal = 2 * (graph.n_nodes // 8 + 64)  # the ideal and its frontier, as Python ints
-    sources = 0
-    for v, m in enumerate(preds):
-        if m == 0:
-            sources |= 1 << v
-    count, layer = 1, {0: sources}
-    while layer:
-        nxt: dict[int, int] = {}
-        for ideal, frontier in layer.items():
-            f = frontier
-            while f:
-                low = f & -f
-                v = low.bit_length() - 1
-                f ^= low
-                grown = ideal | low
-                if grown in nxt:
-                    continue
-                new_frontier = frontier & ~low
-                for w in succs[v]:
-                    if preds[w] & grown == preds[w]:
-                        new_frontier |= 1 << w
-                nxt[grown] = new_frontier
-                if count + len(nxt) > limit or len(nxt) * per_ideal > max_memory_bytes:
-                    raise ProblemTooLargeError(
-                        f"the graph has more than {min(limit, count + len(nxt) - 1):,} ideals "
-                        "(counting stopped at its limit); raise the limit, or use a method that "
-                        "does not enumerate ideals (dpl, ip)")
-        count += len(nxt)
-        layer = nxt
+    count = 1
+
+    def check(size: int) -> None:
+        if count + size > limit or size * per_ideal > max_memory_bytes:
+            raise ProblemTooLargeError(
+                f"the graph has more than {min(limit, count + size - 1):,} ideals "
+                "(counting stopped at its limit); raise the limit, or use a method that "
+                "does not enumerate ideals (dpl, ip)")
+
+    for level in ideal_levels(graph, on_grow=check):
+        count += len(level)
     return count
 
 
