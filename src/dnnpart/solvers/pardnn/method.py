@@ -19,16 +19,17 @@ registry does not list them. Heuristic I runs step 1 without heuristic II, then 
 handler with caps ``memory_fraction`` x each accelerator's memory, against
 ``dnnpart.simulate.emulate_ops``.
 
-**CP guard (``cp_guard=true``, default; our addition, not the paper's).** Step 1 is scored
-by the op-level emulator beside the CP heuristic's placement (same costs and constraints),
-and the lower emulated makespan is kept as the step-1 placement that the memory heuristics
-start from; ``stats["step1_source"]`` says which (``pardnn`` or ``cp-heuristic``). Reason:
-on dense graphs whose width is close to K the K primaries (heaviest paths of the residual
-graph) swallow almost every node, leave LFLAM nothing to map and idle where layers are
-narrow, while the CP heuristic list-schedules the same nodes; measured on layered DAGs the
-paper's step 1 alone was <= CP in 14/20 cells (worst 1.066x). The paper compares with the CP
-heuristic only as a baseline; ``cp_guard=false`` gives the paper's step 1 unguarded. The
-guard does not run with ``memory_heuristic=2`` (heuristic II is part of step 1 there).
+**Step-1 portfolio and refinement (options ``cp_guard``, ``lc_slicing``, ``refine_evals``;
+our additions, not the paper's; :mod:`dnnpart.solvers.pardnn.portfolio`).** Step 1 is scored
+by the op-level emulator beside the CP heuristic's placement and LFLAM on the
+linear-clustering slicing (same costs and constraints); the lowest emulated makespan is kept
+(``stats["step1_source"]``: ``pardnn``, ``pardnn-lc-slicing`` or ``cp-heuristic``) and then
+refined along its emulated critical chain (:mod:`dnnpart.solvers.pardnn.refine`, at most
+``refine_evals`` emulations) before the memory heuristics start from it. Reason: on the
+captured training graphs the paper's step 1 alone is strictly faster than LC+GLB in 9 of 20
+cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false refine_evals=0`` gives the
+paper's step 1 unchanged. None of it runs with ``memory_heuristic=2`` (heuristic II is part
+of step 1 there).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.levels import critical_path_length
 from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memory
 from dnnpart.solvers.pardnn.overflow import MEMORY_FRACTION, heuristic_one
+from dnnpart.solvers.pardnn.portfolio import LC_SLICING_MAX_NODES, REFINE_EVALS
 from dnnpart.solvers.pardnn.solver import pardnn
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
@@ -138,24 +140,6 @@ def _flag(value: bool | str | int, name: str) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
-def cp_guarded(
-    problem: Problem, costs: Costs, lay: Layout, device: IntArray, fixed: IntArray, variable: IntArray,
-) -> tuple[IntArray, str]:
-    """The step-1 placement or the CP heuristic's, whichever the emulator finds faster.
-
-    Ties keep PARDNN's placement. The CP placement obeys the same pins and colocation groups.
-    """
-    from dnnpart.baselines.cp_heuristic import cp_heuristic
-    from dnnpart.simulate import emulate_makespan
-    from dnnpart.solvers.pardnn.constraints import follow_variables
-
-    cp = np.where(fixed >= 0, fixed, cp_heuristic(costs, lay.k)).astype(np.int64)
-    follow_variables(cp, np.where(fixed < 0, variable, -1))
-    ours = emulate_makespan(problem.graph, problem.cluster, lay.to_global[device])[0]
-    theirs = emulate_makespan(problem.graph, problem.cluster, lay.to_global[cp])[0]
-    return (cp, "cp-heuristic") if theirs < ours else (device, "pardnn")
-
-
 def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
     return fixed_devices(graph, lay.kinds)
 
@@ -175,13 +159,17 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
                "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
         Option("cp_guard", bool, True, "keep the CP heuristic's placement where it emulates "
                "faster than step 1 (ours, not the paper's)"),
+        Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
+               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
+        Option("refine_evals", int, REFINE_EVALS, "emulations for the critical-chain refinement "
+               "of step 1 (0: none; ours, not the paper's)", minimum=0),
     ),
 )
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     memory_heuristic: str | int = "auto", memory_fraction: float = MEMORY_FRACTION,
     cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, cp_guard: bool | str = True,
-    **_: Any,
+    lc_slicing: bool | str = True, refine_evals: int = REFINE_EVALS, **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
     memory_heuristic = str(memory_heuristic)  # the schema gives text; direct calls may pass 1
@@ -205,8 +193,18 @@ def solve_pardnn(
                     memory_heuristic=step1, cp_split_threshold=threshold)
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
-    if _flag(cp_guard, "cp_guard") and step1 == "none" and lay.k > 1:
-        device, stats["step1_source"] = cp_guarded(problem, costs, lay, device, fixed, variable)
+    if step1 == "none" and lay.k > 1:
+        from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
+
+        evals = int(refine_evals)
+        if evals < 0:
+            raise ValueError(f"refine_evals must be >= 0, got {refine_evals!r}")
+        device, more = step_one_portfolio(
+            graph, problem.cluster, costs, lay.k, lay.to_global, device, fixed, variable,
+            cp_guard=_flag(cp_guard, "cp_guard"), lc_slicing=_flag(lc_slicing, "lc_slicing"),
+            refine_evals=evals,
+            time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0))
+        stats.update(more)
     caps = memory_fraction * problem.cluster.memory_capacity()[lay.to_global[: lay.k]]
     if memory_heuristic == "auto":
         from dnnpart.simulate import emulate_ops
