@@ -61,9 +61,10 @@ def linear_clusters(
 
 
 def glb_est_first(costs: Costs, cluster: IntArray, cl_ptr: IntArray, cl_nodes: IntArray, k: int) -> IntArray:
-    """GLB with EST-first ordering: node -> device."""
+    """GLB with EST-first ordering: node -> device (``-1`` for nodes outside every cluster)."""
     src = costs.edge_sources()
-    comm_cl = np.where(cluster[src] != cluster[costs.succ_idx], costs.comm, 0.0)
+    key = np.where(cluster >= 0, cluster, -2 - np.arange(costs.n))  # unclustered: each its own
+    comm_cl = np.where(key[src] != key[costs.succ_idx], costs.comm, 0.0)
     tl, _ = levels(costs, comm=comm_cl)
     first = cl_nodes[cl_ptr[:-1]]
     order = np.lexsort((first, tl[first]))
@@ -74,7 +75,8 @@ def glb_est_first(costs: Costs, cluster: IntArray, cl_ptr: IntArray, cl_nodes: I
         d = min(range(k), key=lambda q: (loads[q], q))
         device_of[c] = d
         loads[d] += float(weight[c])
-    return device_of[cluster]
+    out: IntArray = np.where(cluster >= 0, device_of[np.maximum(cluster, 0)], -1)
+    return out
 
 
 def linear_clustering(costs: Costs, k: int, time_limit: float | None = None) -> tuple[IntArray, bool]:

@@ -120,7 +120,7 @@ def test_cp_guard_keeps_the_faster_of_step_one_and_the_cp_heuristic() -> None:
     """With ``cp_guard`` alone the objective is min(step 1, CP), ties to step 1."""
     from dnnpart.solvers import solve
 
-    paper = {"lc_slicing": False, "refine_evals": 0}
+    paper = {"lc_slicing": False, "glb_mapping": False, "refine_evals": 0}
     for seed in range(6):
         p = layered_problem(seed)
         guarded, plain = solve(p, "pardnn", **paper), solve(p, "pardnn", cp_guard=False, **paper)
@@ -133,7 +133,8 @@ def test_cp_guard_keeps_the_faster_of_step_one_and_the_cp_heuristic() -> None:
 
 
 def test_portfolio_is_no_worse_than_any_candidate_and_refinement_never_hurts() -> None:
-    """Defaults: min over (step 1, LFLAM on the LC slicing, CP) then the refinement, which
+    """Defaults: min over (step 1, LFLAM on the LC slicing, GLB on Alg. 1's slicing, CP) then
+    the refinement, which
     only keeps strictly improving moves; the objective is the evaluator's."""
     from dnnpart.evaluate import evaluate
     from dnnpart.solvers import solve
@@ -142,12 +143,15 @@ def test_portfolio_is_no_worse_than_any_candidate_and_refinement_never_hurts() -
         p = layered_problem(seed, width=int(3 + seed))
         full = solve(p, "pardnn")
         unrefined = solve(p, "pardnn", refine_evals=0)
-        plain = solve(p, "pardnn", cp_guard=False, lc_slicing=False, refine_evals=0)
-        lc_only = solve(p, "pardnn", cp_guard=False, refine_evals=0)
+        plain = solve(p, "pardnn", cp_guard=False, lc_slicing=False, glb_mapping=False, refine_evals=0)
+        lc_only = solve(p, "pardnn", cp_guard=False, glb_mapping=False, refine_evals=0)
+        glb_only = solve(p, "pardnn", cp_guard=False, lc_slicing=False, refine_evals=0)
         cp = solve(p, "cp-heuristic")
-        assert unrefined.objective <= min(plain.objective, lc_only.objective, cp.objective) + 1e-9
+        assert unrefined.objective <= min(plain.objective, lc_only.objective, glb_only.objective,
+                                          cp.objective) + 1e-9
         assert full.objective <= unrefined.objective + 1e-9
         assert full.objective == pytest.approx(evaluate(p, full.plan).objective)
         assert full.stats["refine_evals"] <= 200
         assert (full.objective < unrefined.objective) == (full.stats["refine_moves"] > 0)
         assert lc_only.stats["step1_source"] in ("pardnn", "pardnn-lc-slicing")
+        assert glb_only.stats["step1_source"] in ("pardnn", "pardnn-slicing-glb")

@@ -19,17 +19,18 @@ registry does not list them. Heuristic I runs step 1 without heuristic II, then 
 handler with caps ``memory_fraction`` x each accelerator's memory, against
 ``dnnpart.simulate.emulate_ops``.
 
-**Step-1 portfolio and refinement (options ``cp_guard``, ``lc_slicing``, ``refine_evals``;
-our additions, not the paper's; :mod:`dnnpart.solvers.pardnn.portfolio`).** Step 1 is scored
-by the op-level emulator beside the CP heuristic's placement and LFLAM on the
-linear-clustering slicing (same costs and constraints); the lowest emulated makespan is kept
-(``stats["step1_source"]``: ``pardnn``, ``pardnn-lc-slicing`` or ``cp-heuristic``) and then
-refined along its emulated critical chain (:mod:`dnnpart.solvers.pardnn.refine`, at most
-``refine_evals`` emulations) before the memory heuristics start from it. Reason: on the
-captured training graphs the paper's step 1 alone is strictly faster than LC+GLB in 9 of 20
-cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false refine_evals=0`` gives the
-paper's step 1 unchanged. None of it runs with ``memory_heuristic=2`` (heuristic II is part
-of step 1 there).
+**Step-1 portfolio and refinement (options ``cp_guard``, ``lc_slicing``, ``glb_mapping``,
+``refine_evals``; our additions, not the paper's; :mod:`dnnpart.solvers.pardnn.portfolio`).**
+Step 1 is scored by the op-level emulator beside LFLAM on the linear-clustering slicing,
+Alg. 1's slicing mapped by GLB, and the CP heuristic's placement (same costs and
+constraints); the lowest emulated makespan is kept (``stats["step1_source"]``: ``pardnn``,
+``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) and then refined along its
+emulated critical chain (:mod:`dnnpart.solvers.pardnn.refine`, at most ``refine_evals``
+emulations; default 200, fewer above 20k nodes) before the memory heuristics start from it.
+Reason: on the captured training graphs the paper's step 1 alone is strictly faster than
+LC+GLB in 9 of 20 cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false
+glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of it runs with
+``memory_heuristic=2`` (heuristic II is part of step 1 there).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.levels import critical_path_length
 from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memory
 from dnnpart.solvers.pardnn.overflow import MEMORY_FRACTION, heuristic_one
-from dnnpart.solvers.pardnn.portfolio import LC_SLICING_MAX_NODES, REFINE_EVALS
+from dnnpart.solvers.pardnn.portfolio import LC_SLICING_MAX_NODES, REFINE_EVALS, REFINE_WORK
 from dnnpart.solvers.pardnn.solver import pardnn
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
@@ -161,15 +162,19 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
                "faster than step 1 (ours, not the paper's)"),
         Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
                f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
-        Option("refine_evals", int, REFINE_EVALS, "emulations for the critical-chain refinement "
-               "of step 1 (0: none; ours, not the paper's)", minimum=0),
+        Option("glb_mapping", bool, True, "also try Alg. 1's slicing mapped by GLB (EST-first) "
+               "instead of LFLAM (ours, not the paper's)"),
+        Option("refine_evals", int, None, "emulations for the critical-chain refinement of step 1 "
+               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes; 0: no "
+               "refinement; ours, not the paper's)", minimum=0),
     ),
 )
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     memory_heuristic: str | int = "auto", memory_fraction: float = MEMORY_FRACTION,
     cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, cp_guard: bool | str = True,
-    lc_slicing: bool | str = True, refine_evals: int = REFINE_EVALS, **_: Any,
+    lc_slicing: bool | str = True, glb_mapping: bool | str = True, refine_evals: int | None = None,
+    **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
     memory_heuristic = str(memory_heuristic)  # the schema gives text; direct calls may pass 1
@@ -196,12 +201,13 @@ def solve_pardnn(
     if step1 == "none" and lay.k > 1:
         from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
 
-        evals = int(refine_evals)
-        if evals < 0:
+        evals = None if refine_evals is None else int(refine_evals)
+        if evals is not None and evals < 0:
             raise ValueError(f"refine_evals must be >= 0, got {refine_evals!r}")
         device, more = step_one_portfolio(
             graph, problem.cluster, costs, lay.k, lay.to_global, device, fixed, variable,
-            cp_guard=_flag(cp_guard, "cp_guard"), lc_slicing=_flag(lc_slicing, "lc_slicing"),
+            slicing=result.slicing, cp_guard=_flag(cp_guard, "cp_guard"),
+            lc_slicing=_flag(lc_slicing, "lc_slicing"), glb_mapping=_flag(glb_mapping, "glb_mapping"),
             refine_evals=evals,
             time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0))
         stats.update(more)
