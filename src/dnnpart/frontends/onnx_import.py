@@ -233,6 +233,12 @@ def model_ir(model: onnx.ModelProto, *, name: str) -> ModelIR:
             pass  # the bias is among the parameters: operator_work counts it
         if "kernel_shape" in attrs and op_type in ("maxpool", "avgpool"):
             extra["kernel"] = tuple(attrs["kernel_shape"])
+        if op_type in ("conv", "maxpool", "avgpool"):  # windows, for layer graphs (module_layers)
+            for key, name in (("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")):
+                if key in attrs:
+                    extra[name] = tuple(attrs[key])
+            if "group" in attrs:
+                extra["groups"] = int(attrs["group"])
         spec = OpSpec(
             op_type=op_type,
             input_shapes=tuple(in_shapes),
