@@ -287,3 +287,22 @@ def test_traced_resnet50_matches_builtin_resnet50() -> None:
     swapped_graph = LayerGraph("resnet50", tuple(swapped))
     assert t_o(traced) == pytest.approx(t_o(swapped_graph), rel=1e-9)
     assert t_o(traced) == pytest.approx(t_o(ref), rel=1e-3)
+
+
+def test_strategy_of_an_imported_model_exports_and_reimports(tmp_path: Path) -> None:
+    from dnnpart.evaluate import evaluate
+    from dnnpart.io.plan_files import read_plan, write_plan
+
+    def load() -> Any:
+        return load_problem("module:dnnpart.frontends.models:shared_relu_resnet",
+                            cluster=resolve_cluster("4xP100").cluster,
+                            objective=Objective(kind="iteration", batch=8, device="P100"),
+                            model=ModelOptions(input_shapes=((1, 3, 16, 16),)))
+
+    p = load()
+    r = solve(p, "optcnn")
+    assert r.plan is not None
+    path = tmp_path / "plan.json"
+    write_plan(p, r.plan, path, r)
+    again = load()  # captured afresh, as `dnnpart evaluate GRAPH plan.json` does
+    assert evaluate(again, read_plan(path, again)).objective == pytest.approx(r.objective, rel=1e-12)
