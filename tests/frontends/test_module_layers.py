@@ -209,6 +209,24 @@ def test_cli_solves_a_module_spec_and_refuses_bad_ones(tmp_path: Path, monkeypat
         model_layer_graph(spec, ModelOptions(input_shapes=((1, 3, 16, 16),)))
 
 
+def rows(g: LayerGraph) -> list[tuple[Any, ...]]:
+    return [(x.op, x.out_shape, x.kernel, x.stride, x.padding, x.params, x.inputs) for x in g.layers]
+
+
+@settings(max_examples=8, deadline=None)
+@given(small_cnns())
+def test_fx_gives_the_same_layer_graph_as_export(case: tuple[nn.Module, tuple[int, ...]]) -> None:
+    from dnnpart.frontends.fx_import import module_ir, trace
+
+    module, shape = case
+    module.eval()
+    gm = trace(module, (torch.randn(*shape),))
+    ir = module_ir(gm, name="m")
+    from_fx = layers_from_ir(ir, input_shapes={ir.graph_inputs[0]: shape})
+    assert rows(from_fx) == rows(convert(module, shape))
+    assert [x.name for x in from_fx.layers[1:]] == [x.name for x in convert(module, shape).layers[1:]]
+
+
 def test_onnx_file_gives_the_same_layer_graph_as_export(tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     module = nn.Sequential(nn.Conv2d(3, 6, 5, stride=2, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
@@ -219,10 +237,6 @@ def test_onnx_file_gives_the_same_layer_graph_as_export(tmp_path: Path) -> None:
     torch.onnx.export(module, (x,), str(path), dynamo=False)
     from_onnx = model_layer_graph(str(path))
     from_export = convert(module, (2, 3, 32, 32))
-
-    def rows(g: LayerGraph) -> list[tuple[Any, ...]]:
-        return [(x.op, x.out_shape, x.kernel, x.stride, x.padding, x.params, x.inputs) for x in g.layers]
-
     assert rows(from_onnx) == rows(from_export)
 
 

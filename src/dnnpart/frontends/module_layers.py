@@ -1,8 +1,9 @@
 """Real models as OptCNN layer graphs, at module granularity (paper 3's input from any model).
 
 A model spec (``module:PKG.MOD:CALLABLE``, ``torchvision:NAME``, ``hf:ARCH`` vision models, an
-``.onnx`` file) is captured by the ordinary frontends (``torch.export`` by default, or ONNX)
-into operators (:class:`~dnnpart.frontends.ir.ModelIR`), and the operators become the
+``.onnx`` file) is captured by the ordinary frontends (``torch.export`` by default, symbolic
+``torch.fx`` with ``--frontend fx``, or ONNX) into operators
+(:class:`~dnnpart.frontends.ir.ModelIR`), and the operators become the
 :class:`~dnnpart.solvers.optcnn.layers.LayerGraph` the ``iteration`` objective prices: one
 layer per convolution, pooling, fully connected layer, residual addition, channel
 concatenation and softmax, with its output shape, kernel/stride/padding and parameter count.
@@ -103,7 +104,7 @@ def _pair(values: object, default: tuple[int, int]) -> tuple[int, int]:
 
 
 def _onnx_pads(values: object) -> tuple[int, int] | None:
-    """ONNX ``pads`` = ``(h_begin, w_begin, h_end, w_end)``; ``None`` when asymmetric."""
+    """Padding per axis; ONNX's asymmetric ``(h_begin, w_begin, h_end, w_end)`` gives ``None``."""
     vals = tuple(int(v) for v in values) if isinstance(values, (tuple, list)) else ()
     if len(vals) == 4:
         return (vals[0], vals[1]) if (vals[0], vals[1]) == (vals[2], vals[3]) else None
@@ -210,6 +211,8 @@ class _Builder:
         p = _onnx_pads(attrs.get("padding", ()))
         if p is None:
             raise self.refuse(op, f"has asymmetric padding {tuple(attrs['padding'])}")
+        if any(int(d) != 1 for d in attrs.get("dilation", ()) or ()):
+            raise self.refuse(op, f"has dilation {tuple(attrs['dilation'])}")
         kind = "pool_max" if op.op_type == "maxpool" else "pool_avg"
         self.windowed(op, kind, src, shape, k, s, p, shape[1])
 
@@ -406,9 +409,6 @@ def model_layer_graph(spec: str, options: ModelOptions | None = None) -> LayerGr
         if used:
             raise FormatError(f"{flag}: does not apply to the iteration objective (it always prices "
                               "a training step in FP32)")
-    if opts.frontend == "fx":
-        raise FormatError("--frontend fx: layer graphs are read from torch.export captures; use "
-                          "--frontend export (the default)")
     source = resolve_model(spec, input_shapes=list(opts.input_shapes) or None, input_dtype=opts.input_dtype,
                            frontend=opts.frontend, config_file=opts.config_file)
     if source.onnx_path is not None:

@@ -237,6 +237,9 @@ def model_ir(model: onnx.ModelProto, *, name: str) -> ModelIR:
             for key, name in (("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")):
                 if key in attrs:
                     extra[name] = tuple(attrs[key])
+            pads = extra.get("padding", ())
+            if pads and pads[: len(pads) // 2] == pads[len(pads) // 2 :]:
+                extra["padding"] = pads[: len(pads) // 2]  # symmetric: one per axis, as torch writes it
             if "group" in attrs:
                 extra["groups"] = int(attrs["group"])
         spec = OpSpec(
