@@ -232,3 +232,11 @@ def test_time_limit_is_enforced_inside_rounds(monkeypatch) -> None:
         assert capped.success == (free.success and unlimited <= 2)
         long_runs += unlimited >= 3
     assert long_runs >= 3  # the limit actually cut some runs short
+
+
+def test_a_stop_request_ends_heuristic_one_with_the_input_placement() -> None:
+    for _n, _k, costs, mem, cls, variable, emulate, device, caps in overloaded(3, 5):
+        r = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
+                          variable=variable, stop=lambda: True)
+        fits = bool(np.all(emulate(device).peak_memory <= caps))
+        assert r.success == fits and r.moved_nodes == 0 and np.array_equal(r.device, device)

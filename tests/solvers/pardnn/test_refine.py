@@ -60,3 +60,11 @@ def test_never_worse_deterministic_and_constraints_kept() -> None:
         assert np.array_equal(r.device[pinned], device[pinned])
         f = variable >= 0
         assert np.array_equal(r.device[f], r.device[variable[f]])
+
+
+def test_a_stop_request_keeps_the_input() -> None:
+    g = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1.0, 1.0]] * 3, edge_cost=[0.0, 0.0],
+                    output_bytes=[4e9, 4e9, 4e9])
+    cl = resolve_cluster("2xV100").cluster
+    r = run(g, cl, np.array([0, 1, 0]), stop=lambda: True)
+    assert r.device.tolist() == [0, 1, 0] and r.moves == 0 and r.evals == 0

@@ -209,7 +209,8 @@ def solve_pardnn(
             slicing=result.slicing, cp_guard=_flag(cp_guard, "cp_guard"),
             lc_slicing=_flag(lc_slicing, "lc_slicing"), glb_mapping=_flag(glb_mapping, "glb_mapping"),
             refine_evals=evals,
-            time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0))
+            time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0),
+            stop=clock.expired)
         stats.update(more)
     caps = memory_fraction * problem.cluster.memory_capacity()[lay.to_global[: lay.k]]
     if memory_heuristic == "auto":
@@ -225,7 +226,8 @@ def solve_pardnn(
         h1 = heuristic_one(costs, device, mem=tensor_bytes(graph), memory_class=graph.memory_classes(),
                            caps=caps, emulate=_emulator(problem, lay), variable=variable,
                            fixed=fixed >= 0,
-                           time_limit=None if time_limit is None else max(time_limit - clock.elapsed, 0.0))
+                           time_limit=None if time_limit is None else max(time_limit - clock.elapsed, 0.0),
+                           stop=clock.expired)
         device = h1.device
         stats.update(heuristic1_success=h1.success, heuristic1_moved=h1.moved_nodes,
                      heuristic1_rounds=h1.rounds)

@@ -145,12 +145,14 @@ def heuristic_one(
     fixed: np.ndarray | None = None,
     max_rounds: int | None = None,
     time_limit: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> HeuristicOneResult:
     """Move nodes until the emulated memory of every device stays within ``caps``.
 
     ``caps`` are the usable bytes per device (already times ``memory_fraction``); devices
     at or beyond ``len(caps)`` are not managed. ``device`` is not modified. ``max_rounds``
-    (default |V|) and ``time_limit`` (seconds) end the search as a failure.
+    (default |V|), ``time_limit`` (seconds) and ``stop`` (e.g. a stopwatch's ``expired``,
+    true on Ctrl-C; checked where the time is) end the search as a failure.
     """
     began = time.perf_counter()
     device = np.asarray(device, np.int64).copy()
@@ -167,6 +169,10 @@ def heuristic_one(
     rounds = 0
     best: tuple[float, IntArray, int, Any] | None = None  # (worst excess, device, moved, schedule)
     deadline = math.inf if time_limit is None else began + time_limit
+
+    def halt(at: float, emulation_s: float) -> bool:
+        return at + emulation_s > deadline or (stop is not None and stop())
+
     while True:
         t_emulate = time.perf_counter()
         sched = emulate(device)
@@ -179,7 +185,7 @@ def heuristic_one(
         if best is None or float(excess.max()) < best[0]:
             best = (float(excess.max()), device.copy(), moved, sched)
         # a round ends with an emulation: do not start one the budget cannot finish
-        if rounds >= limit or sched.memory is None or now + emulation_s > deadline:
+        if rounds >= limit or sched.memory is None or halt(now, emulation_s):
             return _failure(best, rounds, caps)
         rounds += 1
         start, finish = np.asarray(sched.start), np.asarray(sched.finish)
@@ -188,7 +194,7 @@ def heuristic_one(
         added: list[list[tuple[float, float, float]]] = [[] for _ in range(k)]
         moved_now = 0
         for pe in np.argsort(-excess, kind="stable").tolist():  # every overflowing device, worst first
-            if time.perf_counter() + emulation_s > deadline:
+            if halt(time.perf_counter(), emulation_s):
                 return _failure(best, rounds, caps)  # the budget is checked inside rounds too
             found = first_overflow(sched.memory[pe], float(caps[pe])) if excess[pe] > 0 else None
             if found is None:
@@ -203,7 +209,7 @@ def heuristic_one(
                                  window_lo, window_hi, added, followers)
                 moved += count
                 moved_now += count
-        if moved_now == 0 or time.perf_counter() + emulation_s > deadline:
+        if moved_now == 0 or halt(time.perf_counter(), emulation_s):
             return _failure(best, rounds, caps)
 
 

@@ -25,6 +25,7 @@ idle waits that LFLAM's level estimates cannot see.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def step_one_portfolio(
     graph: Any, cluster: Any, costs: Costs, k: int, to_global: IntArray, device: IntArray,
     fixed: IntArray, variable: IntArray, *, slicing: Slicing | None = None, cp_guard: bool = True,
     lc_slicing: bool = True, glb_mapping: bool = True, refine_evals: int | None = None,
-    time_limit: float | None = None,
+    time_limit: float | None = None, stop: Callable[[], bool] | None = None,
 ) -> tuple[IntArray, dict[str, Any]]:
     """The best emulated step-1 candidate, refined; ``(device, stats)``.
 
@@ -70,7 +71,8 @@ def step_one_portfolio(
     ``cluster``) and ``slicing`` the Alg. 1 slicing it came from (recomputed when absent);
     ``fixed`` (pins, ``-1`` free) and ``variable`` (group leaders) constrain
     every candidate. ``refine_evals`` ``None`` means :func:`default_refine_evals`. ``stats``
-    holds ``step1_source`` and the refinement's ``refine_moves``, ``refine_evals``.
+    holds ``step1_source`` and the refinement's ``refine_moves``, ``refine_evals``. ``stop``
+    ends the refinement early (Ctrl-C), keeping its best placement.
     """
     from dnnpart.simulate import emulate_ops
 
@@ -113,7 +115,7 @@ def step_one_portfolio(
     if refine_evals > 0 and k > 1:
         r = refine(chosen, emulate, pred_ptr=costs.pred_ptr, pred_idx=costs.pred_idx,
                    succ_ptr=costs.succ_ptr, succ_idx=costs.succ_idx, k=k, variable=free_var,
-                   fixed=fixed, max_evals=refine_evals, time_limit=time_limit)
+                   fixed=fixed, max_evals=refine_evals, time_limit=time_limit, stop=stop)
         chosen = r.device
         stats.update(refine_moves=r.moves, refine_evals=r.evals)
     return chosen, stats

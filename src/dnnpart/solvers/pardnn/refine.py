@@ -167,12 +167,14 @@ def refine(
     fixed: IntArray | None = None,
     max_evals: int = 200,
     time_limit: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Refined:
     """Move single nodes (with their groups) off the emulated critical chain; see the module.
 
     ``device`` holds local devices ``0..k-1`` for the nodes that may move; ``variable``
     (node -> leader, ``-1`` = free or leader) and ``fixed`` (node -> pinned device, ``-1`` =
-    free) constrain the moves; ``device`` is not modified.
+    free) constrain the moves; ``device`` is not modified. ``stop`` (e.g. a stopwatch's
+    ``expired``, true on Ctrl-C) ends the pass like the budget, with the best placement so far.
     """
     began = time.perf_counter()
     device = np.asarray(device, np.int64).copy()
@@ -193,7 +195,8 @@ def refine(
             leader = int(var[x]) if var[x] >= 0 else x
             if (leader, d) in tried or not 0 <= d < k or fix[leader] >= 0 or device[leader] == d:
                 continue
-            if evals >= max_evals or (time_limit is not None and time.perf_counter() - began > time_limit):
+            if evals >= max_evals or (time_limit is not None and time.perf_counter() - began > time_limit) \
+                    or (stop is not None and stop()):
                 return Refined(device, best, moves, evals)
             tried.add((leader, d))
             members = groups.get(leader, [leader])
