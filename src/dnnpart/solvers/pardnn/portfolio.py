@@ -1,9 +1,10 @@
 """Step-1 portfolio and refinement of ``--method pardnn`` (ours, not paper 2's).
 
 The paper's step 1 (slicing + LFLAM) is scored by the op-level emulator beside up to three
-other placements built from the same costs and constraints, the lowest emulated makespan is
-kept (ties: the earlier candidate), and :mod:`dnnpart.solvers.pardnn.refine` then moves
-single nodes off its emulated critical chain:
+other placements built from the same costs and constraints; the two of lowest emulated
+makespan (ties: the earlier candidate) are each refined by :mod:`dnnpart.solvers.pardnn.
+refine` (single nodes moved off the emulated critical chain, ``refine_evals`` emulations
+each) and the better result is kept (ties: the better-ranked one):
 
 1. ``pardnn``: the paper's step 1;
 2. ``pardnn-lc-slicing`` (``lc_slicing=true``, graphs of at most :data:`LC_SLICING_MAX_NODES`
@@ -32,7 +33,7 @@ import numpy as np
 
 from dnnpart.solvers.pardnn.constraints import follow_variables
 from dnnpart.solvers.pardnn.inputs import Costs, IntArray
-from dnnpart.solvers.pardnn.refine import refine
+from dnnpart.solvers.pardnn.refine import Refined, refine
 from dnnpart.solvers.pardnn.slicing import Slicing
 
 #: Largest graph for the linear-clustering slicing candidate (its O(V (V + E)) slicing takes
@@ -42,6 +43,10 @@ LC_SLICING_MAX_NODES = 30_000
 #: Default emulations the refinement may spend (``refine_evals=auto``: this many, fewer on
 #: large graphs so that emulations x nodes stays within :data:`REFINE_WORK`).
 REFINE_EVALS = 200
+
+#: The best candidates (by emulated makespan) that are refined, each with the whole budget;
+#: the better refined one is kept (ties: the better-ranked candidate).
+REFINED_CANDIDATES = 2
 
 #: Node-emulations the default refinement budget allows: 200 emulations up to 20k nodes,
 #: 20 at 200k (one emulation of 200k nodes costs ~0.15 s).
@@ -65,13 +70,14 @@ def step_one_portfolio(
     lc_slicing: bool = True, glb_mapping: bool = True, refine_evals: int | None = None,
     time_limit: float | None = None, stop: Callable[[], bool] | None = None,
 ) -> tuple[IntArray, dict[str, Any]]:
-    """The best emulated step-1 candidate, refined; ``(device, stats)``.
+    """The better of the two best emulated step-1 candidates, refined; ``(device, stats)``.
 
     ``device`` is the paper's step 1 (local devices; ``to_global`` maps them onto
     ``cluster``) and ``slicing`` the Alg. 1 slicing it came from (recomputed when absent);
     ``fixed`` (pins, ``-1`` free) and ``variable`` (group leaders) constrain
     every candidate. ``refine_evals`` ``None`` means :func:`default_refine_evals`. ``stats``
-    holds ``step1_source`` and the refinement's ``refine_moves``, ``refine_evals``. ``stop``
+    holds ``step1_source`` (the kept candidate) and its refinement's ``refine_moves``,
+    ``refine_evals``. ``stop``
     ends the refinement early (Ctrl-C), keeping its best placement.
     """
     from dnnpart.simulate import emulate_ops
@@ -107,15 +113,19 @@ def step_one_portfolio(
         return emulate_ops(graph, cluster, to_global[d], memory=False)
 
     spans = [emulate(d).makespan for _, d in candidates]
-    pick = int(np.argmin(spans))  # first of the lowest: ties keep the earlier candidate
-    source, chosen = candidates[pick]
-    stats: dict[str, Any] = {"step1_source": source}
+    ranked = sorted(range(len(candidates)), key=lambda i: (spans[i], i))  # ties: the earlier
     if refine_evals is None:
         refine_evals = default_refine_evals(costs.n)
-    if refine_evals > 0 and k > 1:
-        r = refine(chosen, emulate, pred_ptr=costs.pred_ptr, pred_idx=costs.pred_idx,
+    if refine_evals <= 0 or k <= 1:
+        source, chosen = candidates[ranked[0]]
+        return chosen, {"step1_source": source}
+    best: tuple[Refined, int] | None = None
+    for i in ranked[:REFINED_CANDIDATES]:
+        r = refine(candidates[i][1], emulate, pred_ptr=costs.pred_ptr, pred_idx=costs.pred_idx,
                    succ_ptr=costs.succ_ptr, succ_idx=costs.succ_idx, k=k, variable=free_var,
                    fixed=fixed, max_evals=refine_evals, time_limit=time_limit, stop=stop)
-        chosen = r.device
-        stats.update(refine_moves=r.moves, refine_evals=r.evals)
-    return chosen, stats
+        if best is None or r.makespan < best[0].makespan:
+            best = (r, i)
+    assert best is not None
+    r, i = best
+    return r.device, {"step1_source": candidates[i][0], "refine_moves": r.moves, "refine_evals": r.evals}
