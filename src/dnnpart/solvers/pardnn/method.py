@@ -23,10 +23,11 @@ handler with caps ``memory_fraction`` x each accelerator's memory, against
 ``refine_evals``; our additions, not the paper's; :mod:`dnnpart.solvers.pardnn.portfolio`).**
 Step 1 is scored by the op-level emulator beside LFLAM on the linear-clustering slicing,
 Alg. 1's slicing mapped by GLB, and the CP heuristic's placement (same costs and
-constraints); the lowest emulated makespan is kept (``stats["step1_source"]``: ``pardnn``,
-``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) and then refined along its
-emulated critical chain (:mod:`dnnpart.solvers.pardnn.refine`, at most ``refine_evals``
-emulations; default 200, fewer above 20k nodes) before the memory heuristics start from it.
+constraints); the two of lowest emulated makespan are refined along their emulated critical
+chains (:mod:`dnnpart.solvers.pardnn.refine`, at most ``refine_evals`` emulations each;
+default 200, fewer above 20k nodes) and the better is kept (``stats["step1_source"]``:
+``pardnn``, ``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) as the
+placement the memory heuristics start from.
 Reason: on the captured training graphs the paper's step 1 alone is strictly faster than
 LC+GLB in 9 of 20 cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false
 glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of it runs with
