@@ -222,7 +222,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     if args.out is not None:
         check_output_path(args.out)
     problem = _problem(args)
-    progress = out.progress()
+    progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
                        deterministic=args.deterministic, **options)

@@ -25,6 +25,10 @@ from dnnpart.errors import (
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
 EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
+# dnnpart.cli.progress.PROGRESS_CHOICES, written out so that --help imports nothing more
+PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
+PROGRESS_HELP = ("progress on stderr: bar (a live line), lines (a line every few seconds, for logs), "
+                 "auto (bar on a terminal, else lines; default), none")
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -68,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dnnpart",
         description="Place DNN operator/layer graphs on accelerators and CPUs, with proven bounds.",
     )
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr "
+                        "(--progress none)")
+    parser.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto", help=PROGRESS_HELP)
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (exit code 4)")
     from dnnpart import __version__
@@ -128,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     map_cmd.add_parser(sub)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
-                             help="no progress output on stderr")
+                             help="no progress output on stderr (--progress none)")
+        command.add_argument("--progress", choices=PROGRESS_CHOICES, default=argparse.SUPPRESS,
+                             help=PROGRESS_HELP)
     return parser
 
 
@@ -143,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted(None)
     from dnnpart.cli.render import Renderer
 
-    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
+    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet, progress=args.progress)
     try:
         from dnnpart.cli import commands
 

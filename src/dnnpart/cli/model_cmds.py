@@ -419,7 +419,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         name=imported.ir.name,
         objective=Objective(kind=args.objective, training=args.training_form),
     )
-    progress = out.progress()
+    progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         try:
             result = solve(problem, args.method, time_limit=args.time_limit, progress=progress)
