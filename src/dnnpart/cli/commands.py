@@ -18,11 +18,12 @@ from dnnpart.graph import algorithms as alg
 from dnnpart.io import load_problem, plan_to_dict, read_plan, write_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
-from dnnpart.problem import Objective, Problem
+from dnnpart.problem import Problem
 from dnnpart.solvers import available_methods, get_method, solve
 
 
 def _problem(args: argparse.Namespace) -> Problem:
+    from dnnpart.cli.args import objective_from_args
     from dnnpart.cli.model_cmds import model_options
     from dnnpart.cost import resolve_cluster
     from dnnpart.io.plan_files import plan_cluster
@@ -31,15 +32,8 @@ def _problem(args: argparse.Namespace) -> Problem:
     cluster = priced.cluster if priced else None
     if cluster is None and getattr(args, "plan", None):
         cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
-    batch = getattr(args, "batch", 32)
-    if isinstance(batch, int) and batch < 1:
-        raise FormatError(f"--batch {batch}: expected an integer >= 1")
     # the iteration objective prices tiles with the roofline of the cluster's accelerator preset
-    device = priced.cost_model.accelerator.name if priced else "P100"
-    objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
-                          schedule=getattr(args, "schedule", "gpipe"),
-                          microbatches=getattr(args, "microbatches", 4),
-                          recompute=getattr(args, "recompute", False), batch=batch, device=device)
+    objective = objective_from_args(args, device=priced.cost_model.accelerator.name if priced else "P100")
     return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dnnpart.cli.args import DEFAULT_METHODS, add_method_args, add_objective_args
 from dnnpart.errors import FormatError, ProblemTooLargeError
 
 if TYPE_CHECKING:
@@ -132,20 +133,14 @@ def add_parsers(subparsers: Any) -> None:
 
     p = subparsers.add_parser("plan", help="import a model, solve for a cluster and report (one step)")
     _add_model_args(p)
-    p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
-    p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream")
-    p.add_argument(
-        "--method", "-m",
-        help="method name (default: dp, or dpl where dp refuses the graph as too large; "
-        "with --schedule: pipeline, the split a schedule runs; "
-        "see `dnnpart methods`)",
+    add_objective_args(p, stored_in_plan=True)
+    add_method_args(
+        p, default=None,
+        method_help="method name (default by objective: throughput dp, or dpl where dp refuses "
+        "the graph as too large, or pipeline with --schedule; latency ip; makespan pardnn; "
+        "pipeline parmesan; iteration optcnn; see `dnnpart methods`)",
     )
-    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
-    p.add_argument(
-        "--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)"
-    )
-    p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
     p.add_argument("--report", metavar="FILE.html", help="also write `dnnpart report`'s HTML page here")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
@@ -391,48 +386,78 @@ def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
 
 
 # -- plan -------------------------------------------------------------------------------
+def _plan_method(args: argparse.Namespace, out: Renderer) -> bool:
+    """Set ``args.method`` when none was named; whether DPL may stand in for a refusing DP."""
+    if args.method is not None:
+        return False
+    if args.objective == "throughput" and args.schedule:
+        args.method = "pipeline"
+        out.note("method: pipeline (--schedule given: one range of operators per device, "
+                 "backward with its forward, what the schedule runs)")
+        return False
+    args.method = DEFAULT_METHODS[args.objective]
+    # the exact DP where its lattice fits, else DPL (said so); not when options were set for dp
+    return args.method == "dp" and not args.options
+
+
+def _plan_problem(args: argparse.Namespace, out: Renderer) -> tuple[Any, Any, PricedCluster, Problem]:
+    """``(source, imported, priced cluster, problem)`` of ``plan``'s arguments.
+
+    The iteration objective plans paper 3's layer graphs (``builtin:NAME``), not an imported
+    operator graph: source and imported are ``None`` then.
+    """
+    from dnnpart.cli.args import objective_from_args
+    from dnnpart.problem import Problem
+
+    if args.objective == "iteration":
+        from dnnpart.io import load_problem
+
+        priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
+        objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+        problem = load_problem(args.model, cluster=priced.cluster, objective=objective,
+                               model=model_options(args))
+        return None, None, priced, problem
+    source, imported, priced = _import(args, out)
+    objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
+                      objective=objective)
+    return source, imported, priced, problem
+
+
 def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.cli.commands import report_stop, solve_options
     from dnnpart.cli.main import dumps
     from dnnpart.evaluate import evaluate
     from dnnpart.io.dnn_partitioning import write_json_atomic
     from dnnpart.io.plan_files import plan_to_dict
     from dnnpart.plan import Status
-    from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import get_method, solve
 
-    # no method named and no schedule: the exact DP where its lattice fits, else DPL (said so)
-    auto = args.method is None and not args.schedule
-    if args.method is None:
-        args.method = "pipeline" if args.schedule else "dp"
-        if args.schedule:
-            out.note("method: pipeline (--schedule given: one range of operators per device, "
-                     "backward with its forward, what the schedule runs)")
+    auto = _plan_method(args, out)
     get_method(args.method)  # fail fast on an unknown method
+    options = solve_options(args)  # typed by the method's schema, before any work
     if args.out is not None:
         from dnnpart.limits import check_output_path
 
         check_output_path(args.out)
-    source, imported, priced = _import(args, out)
-    problem = Problem(
-        graph=imported.graph,
-        cluster=priced.cluster,
-        name=imported.ir.name,
-        objective=Objective(kind=args.objective, training=args.training_form),
-    )
+    source, imported, priced, problem = _plan_problem(args, out)
     progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         try:
-            result = solve(problem, args.method, time_limit=args.time_limit, progress=progress)
+            result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
+                           deterministic=args.deterministic, **options)
         except ProblemTooLargeError as exc:
             if not auto:
                 raise
             out.note(f"method: dpl (the default dp refused this graph: {exc}; dpl splits along "
                      "a linearization, no optimality guarantee; -m NAME picks another method)")
             args.method = "dpl"
-            result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress)
+            result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress,
+                           deterministic=args.deterministic)
     if result.plan is not None and args.out:
         data = plan_to_dict(problem, result.plan, result)
-        data["model"] = _model_block(args, source)
+        if source is not None:  # export, run and report re-import the model from this block
+            data["model"] = _model_block(args, source)
         write_json_atomic(data, args.out)
     if result.plan is not None and args.report:
         from dnnpart.viz.report import ReportInput, build_report
@@ -443,36 +468,45 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             problem=problem, plan=result.plan, imported=imported, meta=meta,
             schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4)), encoding="utf-8")
         out.note(f"report written to {args.report}")
-    from dnnpart.cli.commands import report_stop
-
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
         return stopped
-    summary = _summary(imported, priced)
+    summary = _summary(imported, priced) if imported is not None else {"model": args.model}
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
         if result.plan is not None:
             payload["evaluation"] = evaluate(problem, result.plan).to_dict(problem)
         out.json(dumps(payload))
     else:
-        _print_summary(summary, out)
+        if imported is not None:
+            _print_summary(summary, out)
         out.print(out.result_line(result))
-        from dnnpart.evaluate.diagnose import binding_constraint, host_offload
-
-        why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
-        if why:
-            out.note(why if result.plan is not None else f"why: {why}")
-        if result.plan is not None:
-            ev = evaluate(problem, result.plan)
-            out.print(
-                out.device_table(
-                    problem, result.plan, ev, title=f"{problem.objective.describe()} (ms): {ev.objective:.4g}"
-                )
-            )
+        _print_plan(problem, result, out)
         if args.out and result.plan is not None:
-            out.note(f"plan written to {args.out}; next: dnnpart run {args.out} / dnnpart export {args.out}")
+            nxt = (f"; next: dnnpart run {args.out} / dnnpart export {args.out}" if source is not None
+                   else f"; score it with dnnpart evaluate {args.model} {args.out} --objective iteration")
+            out.note(f"plan written to {args.out}{nxt}")
     ok = result.plan is not None and result.status is not Status.UNKNOWN
     return EXIT_OK if ok else EXIT_NO_PLAN
+
+
+def _print_plan(problem: Problem, result: Any, out: Renderer) -> None:
+    """Diagnostics and the per-device (or per-layer) table of a solve's plan."""
+    from dnnpart.cli.commands import layer_config_table
+    from dnnpart.evaluate import evaluate
+    from dnnpart.evaluate.diagnose import binding_constraint, host_offload
+
+    why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
+    if why:
+        out.note(why if result.plan is not None else f"why: {why}")
+    if result.plan is None:
+        return
+    ev = evaluate(problem, result.plan)
+    title = f"{problem.objective.describe()} (ms): {ev.objective:.4g}"
+    if result.plan.layer_configs is not None:
+        out.print(layer_config_table(problem, result.plan, title=title))
+    else:
+        out.print(out.device_table(problem, result.plan, ev, title=title))
 
 
 # -- export / run -------------------------------------------------------------------------
