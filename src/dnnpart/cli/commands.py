@@ -242,14 +242,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
                       f"{fmt(st.get('picked_eq5_max_stage_time'))} s; mapper "
                       f"({st.get('instantiation')}) {st.get('mapping_status')}"
                       + ("" if gap is None else f", gap {gap:.2%}"))
-        if result.plan is not None:
-            ev = evaluate(problem, result.plan)
-            if result.plan.layer_configs is not None:
-                out.print(layer_config_table(problem, result.plan,
-                                             title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
-            else:
-                out.print(out.device_table(problem, result.plan, ev,
-                                           title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
+        print_plan(problem, result, out)
         if "violations" in result.stats:
             out.print(f"[red]violations:[/] {safe(str(result.stats['violations']))}")
         if "heuristic1_success" in result.stats:  # PARDNN's memory heuristic I (paper 2, §3.2.1)
@@ -267,6 +260,38 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
         if args.out and result.plan is not None:
             out.note(f"plan written to {args.out}")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
+
+
+def print_plan(problem: Problem, result: SolveResult, out: Renderer, *, unit: str = "",
+               labels: dict[str, str] | None = None) -> None:
+    """Diagnostics (see :mod:`dnnpart.evaluate.diagnose`) and the per-device or per-layer table.
+
+    ``unit``: the time unit for the title (``"ms"`` for imported models); ``labels``: readable
+    names of nodes (module paths) for the diagnostics.
+    """
+    from dnnpart.evaluate.diagnose import (
+        binding_constraint,
+        bottleneck,
+        bound_is_one_operator,
+        host_offload,
+    )
+
+    if result.plan is None:
+        why = binding_constraint(problem)
+        if why:
+            out.note(f"why: {why}")
+        return
+    notes = [host_offload(problem, result.plan), bottleneck(problem, result.plan, labels=labels),
+             bound_is_one_operator(problem, result.bound, labels=labels)]
+    for note in notes:
+        if note:
+            out.note(note)
+    ev = evaluate(problem, result.plan)
+    title = f"{problem.objective.describe()}{f' ({unit})' if unit else ''}: {fmt(ev.objective)}"
+    if result.plan.layer_configs is not None:
+        out.print(layer_config_table(problem, result.plan, title=title))
+    else:
+        out.print(out.device_table(problem, result.plan, ev, title=title))
 
 
 def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:

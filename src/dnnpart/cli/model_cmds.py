@@ -425,7 +425,7 @@ def _plan_problem(args: argparse.Namespace, out: Renderer) -> tuple[Any, Any, Pr
 
 
 def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
-    from dnnpart.cli.commands import report_stop, solve_options
+    from dnnpart.cli.commands import print_plan, report_stop, solve_options
     from dnnpart.cli.main import dumps
     from dnnpart.evaluate import evaluate
     from dnnpart.io.dnn_partitioning import write_json_atomic
@@ -481,7 +481,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         if imported is not None:
             _print_summary(summary, out)
         out.print(out.result_line(result))
-        _print_plan(problem, result, out)
+        print_plan(problem, result, out, unit="ms", labels=node_labels(imported))
         if args.out and result.plan is not None:
             nxt = (f"; next: dnnpart run {args.out} / dnnpart export {args.out}" if source is not None
                    else f"; score it with dnnpart evaluate {args.model} {args.out} --objective iteration")
@@ -490,23 +490,12 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     return EXIT_OK if ok else EXIT_NO_PLAN
 
 
-def _print_plan(problem: Problem, result: Any, out: Renderer) -> None:
-    """Diagnostics and the per-device (or per-layer) table of a solve's plan."""
-    from dnnpart.cli.commands import layer_config_table
-    from dnnpart.evaluate import evaluate
-    from dnnpart.evaluate.diagnose import binding_constraint, host_offload
-
-    why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
-    if why:
-        out.note(why if result.plan is not None else f"why: {why}")
-    if result.plan is None:
-        return
-    ev = evaluate(problem, result.plan)
-    title = f"{problem.objective.describe()} (ms): {ev.objective:.4g}"
-    if result.plan.layer_configs is not None:
-        out.print(layer_config_table(problem, result.plan, title=title))
-    else:
-        out.print(out.device_table(problem, result.plan, ev, title=title))
+def node_labels(imported: ImportedModel | None) -> dict[str, str]:
+    """Readable names of an imported model's nodes: ``module.path (node)`` where known."""
+    if imported is None:
+        return {}
+    return {op.name: f"{op.module_path.replace('/', '.')} ({op.name})" for op in imported.ir.ops
+            if op.module_path}
 
 
 # -- export / run -------------------------------------------------------------------------
