@@ -296,17 +296,13 @@ def print_plan(problem: Problem, result: SolveResult, out: Renderer, *, unit: st
 
 def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:
     """Per-layer parallel configuration of a layer-wise plan (paper 3's Table 5 layout)."""
-    from dnnpart.evaluate.iteration import iteration_setting
-    from dnnpart.solvers.optcnn.configs import format_config
+    from dnnpart.viz.report import layer_rows
 
-    layers = iteration_setting(problem)[0].layers
-    configs = plan.layer_configs or ()
     table = Table(title=title, title_justify="left")
     for col in ("layer", "op", "output (N, C, H, W)", "configuration", "devices"):
         table.add_column(col, justify="left")
-    for layer, cfg in zip(layers, configs, strict=True):
-        table.add_row(escape(layer.name), layer.op, "x".join(str(v) for v in layer.out_shape),
-                      format_config(layer, cfg.degrees), ",".join(str(d) for d in cfg.devices))
+    for name, *rest in layer_rows(problem, plan):
+        table.add_row(escape(name), *rest)
     return table
 
 

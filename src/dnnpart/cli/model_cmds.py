@@ -142,6 +142,9 @@ def add_parsers(subparsers: Any) -> None:
     )
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
     p.add_argument("--report", metavar="FILE.html", help="also write `dnnpart report`'s HTML page here")
+    p.add_argument("--compare", metavar="M1,M2,...",
+                   help="also run these methods on the same problem and print a comparison "
+                        "(in --report too); the plan written is --method's")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
@@ -357,6 +360,8 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "specs": getattr(args, "specs", None),
         "schedule": getattr(args, "schedule", None),
         "microbatches": getattr(args, "microbatches", None),
+        "objective": getattr(args, "objective", "throughput"),
+        "training_form": getattr(args, "training_form", "pipedream"),
     }
 
 
@@ -436,6 +441,9 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     auto = _plan_method(args, out)
     get_method(args.method)  # fail fast on an unknown method
     options = solve_options(args)  # typed by the method's schema, before any work
+    compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    for name in compare:
+        get_method(name)  # an unknown name fails before any work
     if args.out is not None:
         from dnnpart.limits import check_output_path
 
@@ -454,10 +462,15 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             args.method = "dpl"
             result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress,
                            deterministic=args.deterministic)
+    comparison = _compare(args, problem, result, compare, out) if compare else []
     if result.plan is not None and args.out:
+        from dnnpart.cli.main import jsonable
+
         data = plan_to_dict(problem, result.plan, result)
         if source is not None:  # export, run and report re-import the model from this block
             data["model"] = _model_block(args, source)
+        if comparison:  # `dnnpart report` shows it again
+            data["comparison"] = jsonable(comparison)
         write_json_atomic(data, args.out)
     if result.plan is not None and args.report:
         from dnnpart.viz.report import ReportInput, build_report
@@ -466,7 +479,8 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
                 "search_space": result.search_space, "model": args.model}
         Path(args.report).write_text(build_report(ReportInput(
             problem=problem, plan=result.plan, imported=imported, meta=meta,
-            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4)), encoding="utf-8")
+            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4,
+            comparison=comparison)), encoding="utf-8")
         out.note(f"report written to {args.report}")
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
@@ -474,6 +488,8 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     summary = _summary(imported, priced) if imported is not None else {"model": args.model}
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
+        if comparison:
+            payload["comparison"] = comparison
         if result.plan is not None:
             payload["evaluation"] = evaluate(problem, result.plan).to_dict(problem)
         out.json(dumps(payload))
@@ -482,12 +498,58 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             _print_summary(summary, out)
         out.print(out.result_line(result))
         print_plan(problem, result, out, unit="ms", labels=node_labels(imported))
+        if comparison:
+            out.print(comparison_table(comparison))
         if args.out and result.plan is not None:
             nxt = (f"; next: dnnpart run {args.out} / dnnpart export {args.out}" if source is not None
                    else f"; score it with dnnpart evaluate {args.model} {args.out} --objective iteration")
             out.note(f"plan written to {args.out}{nxt}")
     ok = result.plan is not None and result.status is not Status.UNKNOWN
     return EXIT_OK if ok else EXIT_NO_PLAN
+
+
+def _compare(args: argparse.Namespace, problem: Problem, result: Any, names: list[str],
+             out: Renderer) -> list[dict[str, Any]]:
+    """Run the methods of ``--compare`` on the same problem: rows of the comparison table.
+
+    A method that refuses the problem (too large, another objective) gets a row with its
+    reason; the plan written is the main method's.
+    """
+    from dnnpart.cli.main import _one_line
+    from dnnpart.errors import DnnpartError
+    from dnnpart.solvers import solve
+    from dnnpart.viz.report import comparison_rows
+
+    entries: list[tuple[str, Any]] = [(result.method, result)]
+    for name in names:
+        if name == result.method:
+            continue
+        progress = out.progress(name)
+        with progress if progress is not None else contextlib.nullcontext():
+            try:
+                other = solve(problem, name, time_limit=args.time_limit, progress=progress,
+                              deterministic=args.deterministic)
+            except (DnnpartError, ValueError) as exc:  # refused: say why in its row
+                entries.append((name, _one_line(str(exc))))
+                continue
+        entries.append((name, other))
+    return comparison_rows(entries)
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> Any:
+    """The comparison of ``plan --compare`` as a rich table (the report shows the same rows)."""
+    from rich.table import Table
+
+    from dnnpart.cli.render import fmt, safe
+
+    table = Table(title="Methods compared", title_justify="left")
+    for col in ("method", "status", "objective", "bound", "gap", "vs best", "seconds", "note"):
+        table.add_column(col, justify="left" if col in ("method", "status", "note") else "right")
+    for r in rows:
+        table.add_row(r["method"], r["status"], fmt(r["objective"]), fmt(r["bound"]),
+                      "-" if r["gap"] is None else f"{r['gap']:.2%}", r["vs_best"],
+                      "-" if r["seconds"] is None else f"{r['seconds']:.2f}", safe(str(r["note"])))
+    return table
 
 
 def node_labels(imported: ImportedModel | None) -> dict[str, str]:
@@ -555,7 +617,8 @@ def load_planned_model(
             from dnnpart.frontends.build import by_module
 
             imported = by_module(imported)
-    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
+    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
+                      objective=_plan_objective(block, path))
     plan = parse_plan(data, problem, str(path))
     device_of = operator_devices(imported, plan)
     source = planned
@@ -572,6 +635,19 @@ def load_planned_model(
     if gm is not None:
         device_of = complete_placement(gm, device_of)
     return source, imported, problem, plan, gm, device_of
+
+
+def _plan_objective(block: dict[str, Any], path: str | Path) -> Any:
+    """The objective a plan was made for (plans written before it was stored: throughput)."""
+    from dnnpart.problem import Objective
+
+    try:
+        return Objective(kind=str(block.get("objective") or "throughput"),
+                         training=str(block.get("training_form") or "pipedream"),
+                         schedule=str(block.get("schedule") or "gpipe"),
+                         microbatches=block.get("microbatches") or 4)
+    except ValueError as exc:
+        raise FormatError(f"{path}: model: {exc}") from None
 
 
 def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
