@@ -15,7 +15,7 @@ from dnnpart.cli.render import Renderer, fmt, fmt_bytes, safe
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
-from dnnpart.io import load_problem, plan_to_dict, read_plan, write_plan
+from dnnpart.io import load_problem, plan_to_dict, read_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Problem
@@ -140,6 +140,9 @@ def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
 def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
     problem = _problem(args)
     plan = read_plan(args.plan, problem, fill_by_colocation=args.fill_by_colocation)
+    mismatch = graph_mismatch(args.plan, args.graph)  # a warning: inference split on training graph...
+    if mismatch:
+        out.note(mismatch)
     ev = evaluate(problem, plan)
     if out.json_mode:
         out.json(dumps(ev.to_dict(problem)))
@@ -195,6 +198,32 @@ def solve_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def write_solved_plan(problem: Problem, result: SolveResult, out_path: str, graph: str) -> None:
+    """Write a plan file; a graph given as a file is named by absolute path and SHA-256."""
+    from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.file_refs import file_ref, is_file_spec
+
+    data = plan_to_dict(problem, result.require_plan(), result)
+    if is_file_spec(graph):  # found and checked again by evaluate and export placement-text
+        data["graph"] = file_ref(graph)
+    write_json_atomic(data, out_path)
+
+
+def graph_mismatch(plan_path: str, graph: str) -> str | None:
+    """A warning when a plan names another graph file (by hash) than the one given."""
+    from dnnpart.io import fields as f
+    from dnnpart.io.file_refs import is_file_spec, sha256_of
+
+    ref = f.require_mapping(f.read_json(plan_path), plan_path).get("graph")
+    if not isinstance(ref, dict) or not isinstance(ref.get("sha256"), str) or not is_file_spec(graph):
+        return None
+    have = sha256_of(graph)
+    if have == ref["sha256"]:
+        return None
+    return (f"warning: {plan_path} was made for {ref.get('path')} (sha256 {ref['sha256'][:12]}...), "
+            f"{graph} differs (sha256 {have[:12]}...)")
+
+
 def report_stop(out: Renderer, result: SolveResult, out_path: str | None) -> int | None:
     """After an interrupted solve: one ``interrupted`` line (with the incumbent), exit 130.
 
@@ -221,7 +250,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
         result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
                        deterministic=args.deterministic, **options)
     if result.plan is not None and args.out:
-        write_plan(problem, result.plan, args.out, result)
+        write_solved_plan(problem, result, args.out, args.graph)
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
         return stopped

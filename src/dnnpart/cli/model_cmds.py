@@ -345,7 +345,42 @@ def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
     return data
 
 
+#: Fields of a plan's model block that may name local files (kept as absolute path + hash).
+FILE_FIELDS = ("spec", "config", "specs", "cluster")
+
+
 def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any]:
+    from dnnpart.io.file_refs import file_ref, is_file_spec
+
+    block = _model_fields(args, source)
+    files = {k: file_ref(block[k]) for k in FILE_FIELDS if is_file_spec(block.get(k))}
+    for key, ref in files.items():  # the plan is usable from any directory
+        block[key] = ref["path"]
+    if files:
+        block["files"] = files
+    return block
+
+
+def checked_block(block: dict[str, Any], path: str | Path, *, model: str | None = None) -> dict[str, Any]:
+    """A plan's model block with its files found and verified (see :mod:`dnnpart.io.file_refs`).
+
+    ``model`` (``--model``) replaces the plan's model spec, whose file is then not checked.
+    """
+    files = block.get("files")
+    if files is None:
+        return block
+    if not isinstance(files, dict):
+        raise FormatError(f"{path}: model.files: expected an object")
+    from dnnpart.io.file_refs import resolve_ref
+
+    out = dict(block)
+    for key in FILE_FIELDS:
+        if key in files and not (key == "spec" and model is not None):
+            out[key] = str(resolve_ref(files[key], f"model.{key}", path))
+    return out
+
+
+def _model_fields(args: argparse.Namespace, source: ModelSource) -> dict[str, Any]:
     return {
         "spec": args.model,
         "input_shapes": [list(s) for s in source.input_shapes],
@@ -589,6 +624,7 @@ def load_planned_model(
     block = f.require_mapping(data, str(path)).get("model")
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    block = checked_block(block, path, model=model)
     spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
     priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
@@ -751,8 +787,6 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
 
 def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
     """``name device`` lines from any plan file: with ``--graph``, else its embedded model."""
-    from dnnpart.cli.main import dumps
-    from dnnpart.export.placement import placement_lines
     from dnnpart.io.plan_files import plan_cluster, read_plan
 
     if args.graph:
@@ -767,11 +801,27 @@ def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
             raise FormatError("--cluster: needs --graph")
         from dnnpart.io import fields as f
 
-        block = f.require_mapping(f.read_json(args.plan), str(args.plan)).get("model")
+        data = f.require_mapping(f.read_json(args.plan), str(args.plan))
+        block = data.get("model")
+        if (not isinstance(block, dict) or "spec" not in block) and "graph" in data:
+            # a plan of `dnnpart solve GRAPH -o`: its graph file, found and checked by hash
+            from dnnpart.io import load_problem
+            from dnnpart.io.file_refs import resolve_ref
+
+            graph = resolve_ref(data["graph"], "graph", args.plan)
+            problem = load_problem(str(graph), cluster=plan_cluster(args.plan))
+            return _write_placement_text(args, out, problem, read_plan(args.plan, problem))
         if not isinstance(block, dict) or "spec" not in block:
             raise FormatError(f"{args.plan}: model: missing; give the plan's graph with --graph GRAPH")
         _, _, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,
                                                        trust=args.trust_plan)
+    return _write_placement_text(args, out, problem, plan)
+
+
+def _write_placement_text(args: argparse.Namespace, out: Renderer, problem: Problem, plan: Plan) -> int:
+    from dnnpart.cli.main import dumps
+    from dnnpart.export.placement import placement_lines
+
     lines = placement_lines(problem, plan)
     target = Path(args.out)
     tmp = target.with_name(target.name + ".tmp")
