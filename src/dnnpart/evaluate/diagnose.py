@@ -76,11 +76,14 @@ def host_offload(problem: Problem, plan: Plan) -> str | None:
             f"CPU {names}; the accelerators may be too small")
 
 
-def _unit_keys(problem: Problem) -> np.ndarray:
-    """The indivisible unit of every node: its colocation class, else the node alone."""
-    g = problem.graph
-    cls = np.asarray(g.color_class, dtype=np.int64)
-    return np.where(cls >= 0, cls, -1 - np.arange(g.n_nodes, dtype=np.int64))
+def _unit_of(problem: Problem) -> np.ndarray:
+    """The indivisible unit of every node (:func:`~dnnpart.graph.algorithms.colocation_units`)."""
+    from dnnpart.graph.algorithms import colocation_units
+
+    ptr, nodes = colocation_units(problem.graph)
+    unit = np.empty(problem.graph.n_nodes, dtype=np.int64)
+    unit[nodes] = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+    return unit
 
 
 def _label(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -> str:
@@ -119,13 +122,12 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     d = int(np.argmax(ev.load))
     times = node_times(g, c, assignment)
     on = np.flatnonzero((assignment == d) & (times > 0))
-    keys = _unit_keys(problem)
-    if on.size == 0 or np.unique(keys[on]).size != 1:
+    unit_of = _unit_of(problem)
+    if on.size == 0 or np.unique(unit_of[on]).size != 1:
         return None
-    unit = np.flatnonzero(keys == keys[on[0]])
+    unit = np.flatnonzero(unit_of == unit_of[on[0]])
     here = float(times[on].sum())
-    uniq, fastest = _unit_times(problem)
-    best = float(fastest[np.searchsorted(uniq, keys[on[0]])])
+    best = float(_unit_times(problem, unit_of)[unit_of[on[0]]])
     order = list(dict.fromkeys(int(x) for x in assignment))
     head = (f"bottleneck: stage {order.index(d)} ({c.devices[d].name}) is one operator, "
             f"`{_label(problem, unit, labels)}` ({here:.4g} of its {float(ev.load[d]):.4g} load)")
@@ -134,17 +136,15 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     return head + "; more devices will not help"
 
 
-def _unit_times(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """``(unit keys sorted, fastest compute time of each unit on any one device)``."""
+def _unit_times(problem: Problem, unit_of: np.ndarray) -> np.ndarray:
+    """The fastest compute time of every unit on any one device."""
     g, c = problem.graph, problem.cluster
-    keys = _unit_keys(problem)
-    uniq, inverse = np.unique(keys, return_inverse=True)
     columns = np.array([g.device_kinds.index(k) for k in c.kinds()], dtype=np.int64)
     per_device = g.compute_time[:, columns] / c.speeds()[None, :]
-    sums = np.zeros((uniq.size, c.n_devices))
-    np.add.at(sums, inverse, per_device)
-    best = np.where(np.isfinite(sums), sums, np.inf).min(axis=1)
-    return uniq, best
+    sums = np.zeros((int(unit_of.max()) + 1, c.n_devices))
+    np.add.at(sums, unit_of, per_device)
+    best: np.ndarray = np.where(np.isfinite(sums), sums, np.inf).min(axis=1)
+    return best
 
 
 def bound_is_one_operator(problem: Problem, bound: float | None, *,
@@ -165,12 +165,13 @@ def bound_is_one_operator(problem: Problem, bound: float | None, *,
     """
     if problem.objective.kind != "throughput" or bound is None or not np.isfinite(bound) or bound <= 0:
         return None
-    keys, best = _unit_times(problem)
+    unit_of = _unit_of(problem)
+    best = _unit_times(problem, unit_of)
     finite = np.where(np.isfinite(best), best, -np.inf)
     k = int(np.argmax(finite))
     largest = float(finite[k])
     if not np.isfinite(largest) or abs(bound - largest) > 1e-6 * max(abs(bound), 1e-12):
         return None
-    nodes = np.flatnonzero(_unit_keys(problem) == keys[k])
+    nodes = np.flatnonzero(unit_of == k)
     return (f"the bound {bound:.4g} is one operator's time, `{_label(problem, nodes, labels)}`: "
             "no split beats it; more devices will not help")

@@ -8,7 +8,7 @@ Choices (also in docs/report.md):
   tooltip); bigger graphs are contracted to modules -- one box per (module path prefix,
   device), the deepest prefix that gives at most ``max_units`` boxes -- or, without module
   paths, to runs of consecutive operators on one device;
-* layout: units in topological order (by the smallest level of their nodes) fill a grid of
+* layout: units in topological order (node ids are one; a unit sits at its median node) fill a grid of
   24 cells a row, alternate rows running right to left so that a chain stays connected; edges
   are straight lines between units (skip connections cross rows).
 
@@ -86,27 +86,26 @@ def placement_svg(problem: Problem, plan: Plan, *, modules: Sequence[str] | None
     >>> svg.startswith("<svg") and svg.count("<circle") == 3 and "acc1" in svg
     True
     """
-    from dnnpart.graph import algorithms as alg
-
     g, c = problem.graph, problem.cluster
     device = np.asarray(plan.assignment, dtype=np.int64)
     unit, labels, how = _units(problem, plan, modules, max_units)
     n_units = len(labels)
-    level = alg.topological_levels(g)
-    unit_level = np.full(n_units, np.iinfo(np.int64).max, dtype=np.int64)
     unit_device = np.zeros(n_units, dtype=np.int64)
     members = np.zeros(n_units, dtype=np.int64)
     for v in np.flatnonzero(unit >= 0):
         u = int(unit[v])
-        unit_level[u] = min(unit_level[u], int(level[v]))
         unit_device[u] = device[v]
         members[u] += 1
     # one cell per unit, in topological order, along a serpentine of rows
-    first = np.full(n_units, g.n_nodes, dtype=np.int64)
-    for v in np.flatnonzero(unit >= 0):
-        first[int(unit[v])] = min(first[int(unit[v])], int(v))
+    # a unit sits at its median node: node ids are a topological order, and a module's weight
+    # preparation (transposes a training graph hoists to the start) should not drag it there
+    placed = np.flatnonzero(unit >= 0)
+    by_unit = placed[np.argsort(unit[placed], kind="stable")]
+    bounds = np.searchsorted(unit[by_unit], np.arange(n_units + 1))
+    first = np.array([int(np.median(by_unit[bounds[u]:bounds[u + 1]])) for u in range(n_units)],
+                     dtype=np.int64)
     rank = np.empty(n_units, dtype=np.int64)
-    rank[np.lexsort((first, unit_level))] = np.arange(n_units)
+    rank[np.argsort(first, kind="stable")] = np.arange(n_units)
     row, k = rank // COLUMNS_PER_ROW, rank % COLUMNS_PER_ROW
     k = np.where(row % 2 == 1, COLUMNS_PER_ROW - 1 - k, k)  # a chain stays connected across rows
     n_rows = int(row.max()) + 1 if n_units else 1
