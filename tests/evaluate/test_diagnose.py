@@ -37,6 +37,20 @@ def test_host_offload_warns_only_when_the_cpu_computes() -> None:
     assert line is not None and "50% of the compute" in line and "cpu" in line
 
 
+def test_host_offload_ignores_forced_and_negligible_operators() -> None:
+    import math
+
+    p = chain_problem([1.0, 1.0, 1000.0, 1e-3], n_accelerators=1, n_cpus=1)
+    assert host_offload(p, Plan(assignment=[0, 0, 1, 0])) is not None
+    assert host_offload(p, Plan(assignment=[0, 0, 0, 1])) is None  # 1e-6 of the compute
+    g = p.graph
+    times = g.compute_time.copy()
+    times[2, g.device_kinds.index("accelerator")] = math.inf  # no accelerator runs it
+    forced = dataclasses.replace(p, graph=dataclasses.replace(g, compute_time=times))
+    assert host_offload(forced, Plan(assignment=[0, 0, 1, 0])) is None
+    assert host_offload(p, Plan(assignment=[1, 0, 0, 0])) is None  # 0.1% of the compute
+
+
 # -- bottleneck attribution -------------------------------------------------------------------
 
 
@@ -95,3 +109,5 @@ def test_bottleneck_names_the_module_and_the_cli_prints_it(tmp_path) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "is one operator, `2`" in proc.stderr and "the bound 9 is one operator's time" in proc.stderr
+    # every bound says what it bounds
+    assert "dp: optimal among contiguous splits" in proc.stdout

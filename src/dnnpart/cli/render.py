@@ -109,10 +109,15 @@ class Renderer:
 
     def result_line(self, result: SolveResult) -> str:
         gap = result.gap
+        # every bound says what it bounds: optimal (and the bound) only among the method's plans
+        space = f" among {escape(result.search_space)}" if result.search_space else ""
+        optimal = result.status.value == "optimal"
+        bound = ("no bound" if result.bound is None
+                 else f"bound {fmt(result.bound)}" + ("" if optimal else space))
         parts = [
-            f"[bold]{result.method}[/]: {result.status.value}",
+            f"[bold]{result.method}[/]: {result.status.value}{space if optimal else ''}",
             f"objective {fmt(result.objective)}",
-            f"bound {fmt(result.bound)}" if result.bound is not None else "no bound",
+            bound,
         ]
         if gap is not None:
             parts.append(f"gap {gap:.2%}")

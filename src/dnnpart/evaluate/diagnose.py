@@ -67,10 +67,15 @@ def host_offload(problem: Problem, plan: Plan) -> str | None:
         return None
     work = np.asarray(g.compute_time[:, 0], dtype=float)
     work = np.where(np.isfinite(work), work, 0.0)
-    on_cpu = np.isin(plan.assignment, cpus) & (work > 0)
+    # operators no accelerator runs must be on a CPU: only the others are offloaded
+    movable = (np.isfinite(g.time_on("accelerator")) if "accelerator" in g.device_kinds
+               else np.ones(g.n_nodes, dtype=bool))
+    on_cpu = np.isin(plan.assignment, cpus) & (work > 0) & movable
     if not on_cpu.any():
         return None
     share = 100.0 * float(work[on_cpu].sum()) / max(float(work.sum()), 1e-300)
+    if share < 1.0:  # a few tiny operators (reading inputs...) cost nothing where they are
+        return None
     names = ", ".join(sorted({c.devices[int(d)].name for d in plan.assignment[on_cpu]}))
     return (f"warning: {int(on_cpu.sum())} operator(s), {share:.0f}% of the compute, run on the host "
             f"CPU {names}; the accelerators may be too small")
