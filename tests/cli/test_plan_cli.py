@@ -125,3 +125,21 @@ def test_iteration_plans_paper_3s_layer_graph_with_its_default_method(capsys, tm
     assert main(["evaluate", "builtin:lenet5", str(plan), "--objective", "iteration", "--cluster",
                  "2xP100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(payload["objective"])
+
+
+def test_compare_runs_each_method_and_keeps_refusals_as_rows(capsys) -> None:
+    code, payload = _json(capsys, *MODEL, "--compare", "greedy,dp,parmesan")
+    assert code == 0
+    rows = {r["method"]: r for r in payload["comparison"]}
+    assert list(rows) == ["dp", "greedy", "parmesan"]  # the main method first, run once
+    assert rows["dp"]["objective"] == pytest.approx(payload["objective"])
+    best = min(r["objective"] for r in rows.values() if r["objective"] is not None)
+    for r in rows.values():  # "vs best" is the ratio to the best objective among the rows
+        if r["objective"] is not None:
+            expect = "best" if r["objective"] <= best else f"+{100 * (r['objective'] / best - 1):.0f}%"
+            assert r["vs_best"] == expect
+    assert rows["parmesan"]["status"] == "no plan" and "pipeline" in rows["parmesan"]["note"]
+    assert main(["-q", "plan", *MODEL, "--compare", "greedy"]) == 0
+    assert "Methods compared" in capsys.readouterr().out
+    assert main(["-q", "plan", *MODEL, "--compare", "greedy,nonesuch"]) == 2
+    assert "nonesuch" in capsys.readouterr().err
