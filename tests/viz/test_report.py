@@ -153,3 +153,24 @@ def test_big_graphs_are_drawn_contracted_with_each_box_in_its_device_colour() ->
     assert fills.count(PALETTE[0]) == 15 and fills.count(PALETTE[2]) == 10
     plain = placement_svg(p, Plan(assignment=assignment), max_units=60)  # no modules: device runs
     assert "<circle" not in plain and plain.count('rx="4"') <= 60
+
+
+@pytest.mark.parametrize(("argv", "marker"), [
+    (["zoo:bert-3", "--objective", "makespan", "-m", "round-robin"], "makespan (op-level emulation)"),
+    (["builtin:lenet5", "--objective", "iteration", "--cluster", "2xP100", "-m", "data-parallel"],
+     "<h2>Layers</h2>"),
+    (["zoo:bert-3", "-m", "greedy"], "<h2>Pipeline</h2>"),
+])
+def test_report_of_a_solve_plan_follows_its_graph_and_objective(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], marker: str) -> None:
+    import json
+
+    from dnnpart.cli.main import main
+
+    plan = tmp_path / "p.json"
+    assert main(["-q", "solve", *argv, "-o", str(plan), "--json"]) == 0
+    objective = json.loads(capsys.readouterr().out)["objective"]
+    page = tmp_path / "r.html"
+    assert main(["-q", "report", str(plan), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert marker in text and f"{objective:.4g} ms" in text

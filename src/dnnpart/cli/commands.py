@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -204,9 +205,30 @@ def write_solved_plan(problem: Problem, result: SolveResult, out_path: str, grap
     from dnnpart.io.file_refs import file_ref, is_file_spec
 
     data = plan_to_dict(problem, result.require_plan(), result)
-    if is_file_spec(graph):  # found and checked again by evaluate and export placement-text
-        data["graph"] = file_ref(graph)
+    # found (and checked) again by evaluate, export placement-text and report
+    data["graph"] = file_ref(graph) if is_file_spec(graph) else {"spec": graph}
+    data["objective"] = dataclasses.asdict(problem.objective)
     write_json_atomic(data, out_path)
+
+
+def solved_problem(path: str, data: dict[str, Any]) -> tuple[Problem, Plan]:
+    """The problem and plan of a ``solve -o`` plan file, from the graph and objective it names."""
+    from dnnpart.io.file_refs import resolve_ref
+    from dnnpart.io.plan_files import parse_plan, plan_cluster
+    from dnnpart.problem import Objective
+
+    ref = data.get("graph")
+    graph = ref["spec"] if isinstance(ref, dict) and isinstance(ref.get("spec"), str) \
+        else str(resolve_ref(ref, "graph", path))
+    fields = data.get("objective")
+    try:
+        objective = Objective(**{k: v for k, v in fields.items()
+                                 if k in {f.name for f in dataclasses.fields(Objective)}}) \
+            if isinstance(fields, dict) else None
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"{path}: objective: {exc}") from None
+    problem = load_problem(graph, cluster=plan_cluster(path), objective=objective)
+    return problem, parse_plan(data, problem, path)
 
 
 def graph_mismatch(plan_path: str, graph: str) -> str | None:

@@ -804,13 +804,10 @@ def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
         data = f.require_mapping(f.read_json(args.plan), str(args.plan))
         block = data.get("model")
         if (not isinstance(block, dict) or "spec" not in block) and "graph" in data:
-            # a plan of `dnnpart solve GRAPH -o`: its graph file, found and checked by hash
-            from dnnpart.io import load_problem
-            from dnnpart.io.file_refs import resolve_ref
+            # a plan of `dnnpart solve GRAPH -o`: its graph, a file found and checked by hash
+            from dnnpart.cli.commands import solved_problem
 
-            graph = resolve_ref(data["graph"], "graph", args.plan)
-            problem = load_problem(str(graph), cluster=plan_cluster(args.plan))
-            return _write_placement_text(args, out, problem, read_plan(args.plan, problem))
+            return _write_placement_text(args, out, *solved_problem(str(args.plan), data))
         if not isinstance(block, dict) or "spec" not in block:
             raise FormatError(f"{args.plan}: model: missing; give the plan's graph with --graph GRAPH")
         _, _, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,

@@ -35,7 +35,14 @@ def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     micro = args.microbatches or int(block.get("microbatches") or 4)
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")
-    _, imported, problem, plan, _, _ = load_planned_model(args.plan, model=args.model, trust=args.trust_plan)
+    if not block and "graph" in data:  # a plan of `dnnpart solve GRAPH -o`
+        from dnnpart.cli.commands import solved_problem
+
+        problem, plan = solved_problem(str(args.plan), data)
+        imported = None
+    else:
+        _, imported, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,
+                                                              trust=args.trust_plan)
     meta = {k: data.get(k) for k in ("method", "status", "bound", "objective", "search_space")}
     meta["model"] = block.get("spec")
     text = build_report(ReportInput(problem=problem, plan=plan, imported=imported, meta=meta,
