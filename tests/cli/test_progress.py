@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from dnnpart.cli.main import PROGRESS_CHOICES, main
-from dnnpart.cli.progress import PROGRESS_CHOICES as REPORTER_CHOICES
+from dnnpart.cli.main import main
 from dnnpart.cli.progress import LineProgress
 
 LINE = re.compile(r"^progress: (?P<label>[\w-]+), (?P<elapsed>\d+) s: (?P<news>.+)$")
@@ -55,10 +54,6 @@ def test_progress_is_accepted_on_the_command_too(capsys: pytest.CaptureFixture[s
     capsys.readouterr()
     assert main(["methods", "--progress", "sometimes"]) == 2
     assert "invalid choice" in capsys.readouterr().err
-
-
-def test_the_cli_choices_are_the_reporters() -> None:
-    assert PROGRESS_CHOICES == REPORTER_CHOICES
 
 
 def test_heartbeat_repeats_the_last_news_while_the_solver_is_silent() -> None:

@@ -1,4 +1,5 @@
-"""Argument groups shared by ``solve`` and ``plan``: the objective and the method's options.
+"""Argument groups shared by ``solve`` and ``plan`` (the objective, the method's options) and
+the choices of ``--progress``.
 
 One definition for both commands, so that ``plan`` (import + solve in one step) takes every
 objective and flag ``solve`` takes (``--set``, ``--gap``, ``--backend``, ``--schedule``...).
@@ -11,6 +12,10 @@ import argparse
 from typing import Any
 
 OBJECTIVES = ("throughput", "latency", "makespan", "pipeline", "iteration")
+#: ``--progress`` (see :mod:`dnnpart.cli.progress`, which renders them).
+PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
+PROGRESS_HELP = ("progress on stderr: bar (a live line), lines (a line every few seconds, for logs), "
+                 "auto (bar on a terminal, else lines; default), none")
 
 #: The method ``plan`` runs when none is named, by objective: the exact or paper method of
 #: each (throughput: the DP, falling back to DPL where the DP refuses the graph as too large).

@@ -26,10 +26,7 @@ from dnnpart.errors import (
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
 EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
-# dnnpart.cli.progress.PROGRESS_CHOICES, written out so that --help imports nothing more
-PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
-PROGRESS_HELP = ("progress on stderr: bar (a live line), lines (a line every few seconds, for logs), "
-                 "auto (bar on a terminal, else lines; default), none")
+PROGRESS_CHOICES, PROGRESS_HELP = cli_args.PROGRESS_CHOICES, cli_args.PROGRESS_HELP
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:

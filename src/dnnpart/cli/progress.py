@@ -26,7 +26,9 @@ from typing import IO, Any
 from rich.console import Console
 from rich.markup import escape
 
-PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
+from dnnpart.cli.args import PROGRESS_CHOICES
+
+__all__ = ["PROGRESS_CHOICES", "LineProgress", "StatusProgress", "interval_seconds", "make_progress"]
 DEFAULT_INTERVAL_S = 5.0
 
 
@@ -144,6 +146,8 @@ class LineProgress:
 
 def make_progress(mode: str, console: Console, *, label: str = "") -> StatusProgress | LineProgress | None:
     """The reporter for ``--progress mode`` on ``console`` (stderr); ``None`` for ``none``."""
+    if mode not in PROGRESS_CHOICES:
+        raise ValueError(f"--progress {mode!r}: expected one of {', '.join(PROGRESS_CHOICES)}")
     if mode == "none":
         return None
     if mode == "bar" or (mode == "auto" and console.is_terminal):
