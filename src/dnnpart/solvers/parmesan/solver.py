@@ -219,7 +219,7 @@ def run_parmesan(
     eps: float | None = None, gap: float | None = None, optimizer_states: float = 2.0,
     threads: Any = 1, deterministic: bool = False, seed: Any = 0,
     max_ideals: Any = DEFAULT_MAX_IDEALS, graph: Any = None, search_space: str = "",
-    layer_seed: bool = False, **options: Any,
+    layer_seed: bool = False, path_fallback: bool = False, **options: Any,
 ) -> SolveResult:
     """Both phases over the requested or searched ``(S, R)``; the best simulated plan."""
     if options:
@@ -268,28 +268,24 @@ def run_parmesan(
         share = None if left is None else left / (len(pairs) - i)
         if progress is not None:
             progress.update(f"{method}: S={s_n}, R={r_n}", i / len(pairs))
+        layer: Phase1Result | None = None
+        if layer_seed:
+            try:
+                layer = _layer_partition(problem, s_n, n_dev, r_n, mem, max_ideals)
+            except (ProblemTooLargeError, MemoryError):
+                tried.append(f"S={s_n},R={r_n}: layer-path partition too large, skipped")
         try:
             part = partition_ops(work_graph, s_n, n_dev, replicas=r_n, k=k, alpha=float(alpha),
-                                 memory=mem, refine_steps=refine_steps, max_ideals=max_ideals)
+                                 memory=mem, refine_steps=refine_steps, max_ideals=max_ideals,
+                                 respect=None if layer is None else layer.stage_of,
+                                 too_large="chain" if path_fallback else "raise")
         except ProblemTooLargeError as exc:
             too_large = exc
             tried.append(f"S={s_n},R={r_n}: too large")
             continue
-        except MemoryError:
-            # the lattice's arrays did not fit before the max_ideals guard counted them
-            # (measured: hf Swin-L training graph, 6,128 nodes, through pipedream's path)
-            too_large = ProblemTooLargeError(
-                f"{method}: the ideal lattice of the (contracted) graph does not fit in memory "
-                f"for S={s_n}; lower max_ideals, use a coarser graph or cluster (k)")
-            tried.append(f"S={s_n},R={r_n}: too large")
-            continue
         parts: list[tuple[str, Phase1Result]] = [("op level", part)]
-        if layer_seed:
-            try:
-                parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps,
-                                     max_ideals)
-            except (ProblemTooLargeError, MemoryError):
-                tried.append(f"S={s_n},R={r_n}: layer-path seed too large, skipped")
+        if layer is not None:
+            parts += _layer_seed(part, layer, mem, refine_steps)
         parts = [(src, p) for src, p in parts if p.stage_of is not None
                  and p.atom_stage is not None and math.isfinite(p.objective)]
         if not parts:
@@ -320,6 +316,8 @@ def run_parmesan(
                         "eq3_after_dp": pt.dp_objective, "hyper_ops": pt.n_hyper_ops,
                         "ideals": pt.n_ideals, "refinement_moves": pt.n_moves,
                         "eq3_op_level": part.objective, "partition_from": source,
+                        "eq3_layer_level": None if layer is None else layer.objective,
+                        "coarsenings": pt.n_coarsenings, "lattice": pt.lattice,
                         **first_info, "mapping_pick": name,
                         "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
                         "picked_mapping_status": info["mapping_status"],
@@ -339,18 +337,23 @@ def run_parmesan(
                             search_space=search_space, tried="; ".join(tried), **stats)
 
 
-def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n: int,
-                mem: MemoryModel, refine_steps: int, max_ideals: int
-                ) -> list[tuple[str, Phase1Result]]:
-    """PipeDream's layer-path partition as phase-1 results on ``part``'s op DAG: refined, and
-    as it is when refinement moved something."""
+def _layer_partition(problem: Problem, s_n: int, n_dev: int, r_n: int, mem: MemoryModel,
+                     max_ideals: int) -> Phase1Result | None:
+    """PipeDream's layer-path partition (the ``pipedream`` method's, with its path fallback),
+    or ``None`` when it has none."""
     from dnnpart.baselines.pipedream import pipedream_problem
 
     contracted, _ = pipedream_problem(problem)
     layer = partition_ops(contracted.graph, s_n, n_dev, replicas=r_n, k=None, memory=mem,
-                          refine_steps=0, max_ideals=max_ideals)
-    if layer.stage_of is None or layer.replicas is None:
-        return []
+                          refine_steps=0, max_ideals=max_ideals, too_large="chain")
+    return None if layer.stage_of is None or layer.replicas is None else layer
+
+
+def _layer_seed(part: Phase1Result, layer: Phase1Result, mem: MemoryModel, refine_steps: int
+                ) -> list[tuple[str, Phase1Result]]:
+    """The layer-path partition as phase-1 results on ``part``'s op DAG: refined, and as it is
+    when refinement moved something."""
+    assert layer.stage_of is not None and layer.replicas is not None
     start = np.empty(part.dag.n, dtype=np.int64)
     start[part.atom] = layer.stage_of
     reps = layer.replicas
@@ -359,7 +362,8 @@ def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n:
         value = float(stage_times(part.dag, atom_stage, reps).max())
         return dataclasses.replace(part, stage_of=atom_stage[part.atom], atom_stage=atom_stage,
                                    replicas=reps, objective=value,
-                                   dp_objective=layer.objective, n_moves=moves)
+                                   dp_objective=layer.objective, n_moves=moves,
+                                   lattice=layer.lattice)
 
     if refine_steps == 0:
         return [("layer path", as_result(start, 0))]
