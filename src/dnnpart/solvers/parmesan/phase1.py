@@ -79,27 +79,51 @@ class Phase1Result:
 
 
 def linear_order(dag: OpDag) -> IntArray:
-    """A topological order of ``dag`` for a path DP: the nodes with predecessors in id order
-    (ids are topological), every source (parameters, inputs) right before its first consumer,
-    so that a cut of the path does not strand it far from the op reading it.
+    """A topological order of ``dag`` for a path DP, each op as close before its consumers as
+    possible: a depth-first walk from the sinks (in id order) that emits a node after its
+    predecessors, visiting the deepest predecessor first, so side inputs (parameters, their
+    transposes) come right before the op that reads them, not wherever their ids put them,
+    and a cut of the path does not strand them far from it.
 
     Examples
     --------
     >>> from dnnpart.solvers.parmesan.opdag import OpDag
     >>> z, e = np.zeros(4), np.zeros(0, np.int64)
-    >>> dag = OpDag(n=4, src=np.array([0, 1, 2]), dst=np.array([1, 3, 3]), compute=z, params=z,
+    >>> dag = OpDag(n=4, src=np.array([0, 1, 2]), dst=np.array([3, 2, 3]), compute=z, params=z,
     ...             acts=z, c_src=e, c_dst=e, c_time=np.zeros(0), c_bytes=np.zeros(0))
-    >>> linear_order(dag).tolist()  # source 2 waits until just before its consumer 3
-    [0, 1, 2, 3]
+    >>> linear_order(dag).tolist()  # the side input 0 waits until just before its consumer 3
+    [1, 2, 0, 3]
     """
-    key = np.arange(dag.n, dtype=np.float64)
-    has_pred = np.zeros(dag.n, np.bool_)
-    has_pred[dag.dst] = True
-    first = np.full(dag.n, np.inf)
-    np.minimum.at(first, dag.src, dag.dst.astype(np.float64))
-    src_nodes = ~has_pred & np.isfinite(first)
-    key[src_nodes] = first[src_nodes] - 0.5
-    return np.lexsort((np.arange(dag.n), key)).astype(np.int64)
+    n = dag.n
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(dag.src.tolist(), dag.dst.tolist(), strict=True):
+        preds[b].append(a)
+    depth = [0] * n
+    for v in range(n):  # ids are topological
+        if preds[v]:
+            depth[v] = 1 + max(depth[u] for u in preds[v])
+    for v in range(n):
+        preds[v].sort(key=lambda u: (-depth[u], u))
+    has_succ = np.zeros(n, np.bool_)
+    has_succ[dag.src] = True
+    done = [False] * n
+    order: list[int] = []
+    for root in [v for v in range(n) if not has_succ[v]]:
+        if done[root]:
+            continue
+        stack = [(root, 0)]
+        while stack:
+            v, i = stack.pop()
+            if i < len(preds[v]):
+                stack.append((v, i + 1))
+                u = preds[v][i]
+                if not done[u]:
+                    stack.append((u, 0))
+                continue
+            if not done[v]:
+                done[v] = True
+                order.append(v)
+    return np.asarray(order, dtype=np.int64)
 
 
 def _coarsen_to_fit(dag: OpDag, label: IntArray, n_stages: int, n_devices: int,
