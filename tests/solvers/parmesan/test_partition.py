@@ -372,3 +372,24 @@ def test_phase1_clusters_harder_until_the_lattice_fits() -> None:
     assert res.objective < math.inf
     path = partition_ops(g, 2, 2, k=None, max_ideals=500, too_large="chain")
     assert path.lattice == "linear order" and path.n_ideals == n + 1
+
+
+def test_stalled_clustering_fuses_pieces_of_a_respected_stage() -> None:
+    """20 independent two-op chains feeding one sink, the chains respected as stage 0: adjacent
+    clustering stops at 20 pieces (2**20 fronted subgraphs); fusing pieces of one stage (no
+    path joins them) brings the lattice under the cap, and every hyper-op stays in one
+    respected stage, so the respected partition stays among the DP's chains."""
+    m = 20
+    n = 2 * m + 1
+    src = list(range(m)) + list(range(m, 2 * m))
+    dst = list(range(m, 2 * m)) + [2 * m] * m
+    g = build_graph(list(range(n)), src, dst, compute_time=np.ones((n, 2)),
+                    edge_cost=np.full(len(src), 0.25))
+    respect = np.array([0] * (2 * m) + [1])
+    res = partition_ops(g, 2, 2, k=4, max_ideals=300, respect=respect, refine_steps=0)
+    assert res.n_ideals <= 300 and res.n_coarsenings >= 1
+    dag, atom = atomic_dag(g)
+    start = np.empty(dag.n, np.int64)
+    start[atom] = respect
+    assert res.objective <= float(stage_times(dag, start, np.array([1, 1])).max()) + 1e-9
+    assert res.n_hyper_ops < 2 * m + 1

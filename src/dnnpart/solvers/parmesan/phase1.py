@@ -146,11 +146,87 @@ def _coarsen_to_fit(dag: OpDag, label: IntArray, n_stages: int, n_devices: int,
             side[label] = respect
         sub = cluster_ops(hyper, target, alpha=alpha, memory=mem, n_stages=n_stages,
                           respect=side)
+        if int(sub.max()) + 1 >= hyper.n and side is not None:
+            sub = _fuse_pieces(hyper, side, mem, n_stages)
         if int(sub.max()) + 1 >= hyper.n:
             return label, hyper, rounds
         label = sub[label]
         hyper = quotient(dag, label)
         rounds += 1
+
+
+def _fuse_pieces(hyper: OpDag, side: IntArray, mem: MemoryModel, n_stages: int) -> IntArray:
+    """One round of joining, in every stage of ``side`` with several weakly connected pieces
+    (within the stage), the two cheapest pieces: their cheapest hyper-ops whose union fits in
+    memory become one. No path joins two pieces of one stage (it could not leave the stage and
+    come back: the stages are a chain of fronted subgraphs), so the fused hyper-op is convex
+    and the hyper-graph stays acyclic. Used when clustering (adjacent pairs only) stalls with a
+    lattice still too wide: a stage of the layer partition can hold disconnected pieces, whose
+    subsets multiply."""
+    n = hyper.n
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in zip(hyper.src.tolist(), hyper.dst.tolist(), strict=True):
+        if side[a] == side[b]:
+            parent[find(a)] = find(b)
+    by_stage: dict[int, dict[int, list[int]]] = {}
+    for v in range(n):
+        by_stage.setdefault(int(side[v]), {}).setdefault(find(v), []).append(v)
+    key = np.arange(n, dtype=np.int64)
+    for stage_pieces in by_stage.values():
+        if len(stage_pieces) < 2:
+            continue
+        order = sorted(stage_pieces.values(),
+                       key=lambda m: (float(hyper.compute[m].sum()), min(m)))
+        done = False
+        for x in range(len(order)):
+            for y in range(x + 1, len(order)):
+                for u in sorted(order[x], key=lambda v: (float(hyper.compute[v]), v)):
+                    for w in sorted(order[y], key=lambda v: (float(hyper.compute[v]), v)):
+                        mask = np.zeros(n, np.bool_)
+                        mask[[u, w]] = True
+                        if hyper.memory(mask, mem, 0, max(1, n_stages))[0] <= mem.device_memory:
+                            key[[u, w]] = min(u, w)
+                            done = True
+                            break
+                    if done:
+                        break
+                if done:
+                    break
+            if done:
+                break
+    return _topological_labels(hyper, key)
+
+
+def _topological_labels(hyper: OpDag, key: IntArray) -> IntArray:
+    """Blocks ``key`` (a representative per node) numbered in a topological order of the
+    quotient (Kahn, smallest representative first)."""
+    import heapq
+
+    reps = sorted(set(key.tolist()))
+    succ: dict[int, set[int]] = {r: set() for r in reps}
+    indeg = dict.fromkeys(reps, 0)
+    for a, b in zip(key[hyper.src].tolist(), key[hyper.dst].tolist(), strict=True):
+        if a != b and b not in succ[a]:
+            succ[a].add(b)
+            indeg[b] += 1
+    ready = [r for r in reps if indeg[r] == 0]
+    heapq.heapify(ready)
+    number: dict[int, int] = {}
+    while ready:
+        r = heapq.heappop(ready)
+        number[r] = len(number)
+        for w in succ[r]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, w)
+    return np.array([number[int(k)] for k in key.tolist()], dtype=np.int64)
 
 
 def partition_ops(
