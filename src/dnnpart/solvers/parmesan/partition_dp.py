@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnpart import interrupt
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph.ideals import count_dag_ideals, dag_ideals
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
@@ -302,6 +303,8 @@ def _run_dp(dag: OpDag, n_id: int, terms: PairTerms,
     arg_r = np.zeros((n_id, s_n + 1, d_n + 1), np.int16)
     r_opts = [replicas] if replicas is not None else list(range(1, d_n + 1))
     for i in range(1, n_id):
+        if interrupt.stop_requested():  # the loop is quadratic in ideals: stop at once
+            raise interrupt.Stopped
         js, work, par, act, inputs = terms(i)
         if js.size == 0:
             continue
