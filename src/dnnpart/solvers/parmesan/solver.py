@@ -23,15 +23,19 @@ Choices (see ``docs/parmesan.md``):
   figures are therefore in seconds.
 * **Memory model** of phase 1: the cluster's smallest accelerator memory, the objective's
   micro-batches, schedule and recomputation, ``optimizer_states`` (default 2, Adam).
-* **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 also takes the
+* **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 first takes the
   partition of the branch-contracted layer path (PipeDream's, a chain of fronted subgraphs of
-  the op DAG too), refined at op level and as it is; every partition is mapped and the
-  simulator keeps the best plan, so ``parmesan`` never simulates slower than ``pipedream``
-  with the same ``(S, R)`` (whose partition and CS mapping are among its candidates).
-  Clustering is a heuristic that can lose to the layer path on deep
-  residual nets (measured on ResNet-50/152), and Eq. 3 ignores the all-reduce and bubbles
-  that the simulator charges, so a partition better on Eq. 3 can simulate slower (measured:
-  ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the paper's flow.
+  the op DAG too); clustering respects it (never fuses ops it puts in different stages), so
+  the op-level partition's max stage time is never above it (:mod:`.phase1`). That
+  partition, refined at op level and as it is, is also mapped; the simulator keeps the best
+  plan, so ``parmesan`` never simulates slower than ``pipedream`` with the same ``(S, R)``
+  (whose partition and CS mapping are among its candidates). Eq. 3 ignores the all-reduce
+  and bubbles that the simulator charges, so a partition better on Eq. 3 can simulate
+  slower (measured: ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the
+  paper's flow. When the op-level lattice cannot be made to fit, the layer candidates are
+  still mapped.
+* **Time split**: each ``(S, R)`` pair gets an even share of what is left; its mapping
+  searches get :data:`MAP_SHARE` of it and the rest pays for simulating the candidates.
 * Registered ablations: ``parmesan-noclust`` (``k=None``: the exact DP over the atomic ops,
   small graphs only) and ``parmesan-norefine`` (``refine_steps=0``).
 """
