@@ -2,9 +2,9 @@
 
 ``T[F, s, d]`` is the best max stage time of splitting the fronted subgraph (ideal) ``F`` into
 ``s`` non-empty stages on ``d`` devices in all, the last stage ``F - F'`` on ``d - d'``
-replicas. Fronted subgraphs are the ideals of the op DAG, enumerated by paper 1's lattice
-enumeration with its ``max_ideals`` guard; the lattice lists subsets before supersets, so one
-pass fills the table.
+replicas. Fronted subgraphs are the ideals of the op DAG (paper 1's lattice), enumerated level
+by level by :func:`dnnpart.graph.ideals.dag_ideals` after the guard below; the levels list
+subsets before supersets, so one pass fills the table.
 
 Choices where the paper is silent or loose (also in ``docs/parmesan.md``):
 
