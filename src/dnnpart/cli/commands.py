@@ -207,7 +207,8 @@ def write_solved_plan(problem: Problem, result: SolveResult, out_path: str, grap
     data = plan_to_dict(problem, result.require_plan(), result)
     # found (and checked) again by evaluate, export placement-text and report
     data["graph"] = file_ref(graph) if is_file_spec(graph) else {"spec": graph}
-    data["objective"] = dataclasses.asdict(problem.objective)
+    # the objective's settings beside the plan's objective value (which keeps its key)
+    data["objective_spec"] = dataclasses.asdict(problem.objective)
     write_json_atomic(data, out_path)
 
 
@@ -220,13 +221,13 @@ def solved_problem(path: str, data: dict[str, Any]) -> tuple[Problem, Plan]:
     ref = data.get("graph")
     graph = ref["spec"] if isinstance(ref, dict) and isinstance(ref.get("spec"), str) \
         else str(resolve_ref(ref, "graph", path))
-    fields = data.get("objective")
+    fields = data.get("objective_spec")
     try:
         objective = Objective(**{k: v for k, v in fields.items()
                                  if k in {f.name for f in dataclasses.fields(Objective)}}) \
             if isinstance(fields, dict) else None
     except (TypeError, ValueError) as exc:
-        raise FormatError(f"{path}: objective: {exc}") from None
+        raise FormatError(f"{path}: objective_spec: {exc}") from None
     problem = load_problem(graph, cluster=plan_cluster(path), objective=objective)
     return problem, parse_plan(data, problem, path)
 
