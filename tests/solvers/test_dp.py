@@ -284,6 +284,46 @@ def test_dp_is_optimal_over_pipeline_splits(problem: Problem) -> None:
         assert dpl.objective == evaluate(problem, dpl.require_plan()).objective
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.sampled_from([1.0, 1.0 + 1e-7, 1.3, 2.0, math.inf]))
+def test_work_bound_and_threads_keep_the_optimum(problem: Problem, factor: float) -> None:
+    # the DP as before issue 20 (no work bound, one thread) is the reference; with the
+    # bound and with level-parallel threads the optimum below `upper` is the same, and
+    # nothing at or above it is claimed
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    plain = run_dp(problem, stage, lattice)
+    upper = plain.value * factor if math.isfinite(plain.value) else factor
+    for threads in (1, 2):
+        out = run_dp(problem, stage, lattice, upper=upper, work_bound=True, threads=threads)
+        if plain.value < upper:
+            assert out.value == plain.value
+            plan = out.plan()
+            assert plan is not None
+            assert evaluate(problem, plan).objective == pytest.approx(
+                out.value, rel=1e-9, abs=1e-12)
+        else:
+            assert not out.value < upper
+    assert dpmod.load_lower_bound(problem, stage) <= plain.value * (1 + 1e-9)
+
+
+def test_work_bound_cell_liveness() -> None:
+    live = dpk.cell_is_live
+    assert live(3.0, 6.0, 1.0, 3, 0, 6, 0, 0.0)          # 3 on 3, 3 on 3: both fit at 1.0
+    assert not live(3.0, 6.0, 1.0, 2, 0, 6, 0, 0.0)      # 3 on 2 devices: one gets 1.5
+    assert not live(3.0, 6.0, 1.0, 4, 0, 6, 0, 0.0)      # the other 3 on 2 devices
+    assert live(3.0, 6.0, 1.0, 3, 0, 4, 2, 1.0)          # 3 left on 1 accelerator + 2 CPUs
+    assert not live(3.0, 6.0, 1.0, 3, 0, 4, 2, 0.25)     # ... each CPU a quarter of one
+    assert live(0.0, 0.0, 1.0, 0, 0, 1, 0, 0.0)          # the empty ideal of an empty graph
+
+
+def test_threads_option_is_checked_and_ignored_by_the_result() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    with pytest.raises(ValueError, match="threads"):
+        solve(p, "dp", threads=0)
+    assert solve(p, "dp", threads=2).objective == solve(p, "dp", work_bound=False).objective
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**31), st.integers(1, 6), st.booleans())
 def test_dp_never_beats_contiguous_brute_force(seed: int, n_nodes: int, training: bool) -> None:
