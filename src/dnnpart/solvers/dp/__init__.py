@@ -114,8 +114,11 @@ _MEMORY_TOLERANCE = 1e-12
 
 
 #: Lattices with at most this many cover pairs run the DP's plain twin while numba is not
-#: loaded (op BERT-3 inference, 1,046 pairs: plain 1.13 s, numba 1.11 s CPU whole process).
+#: loaded and the numpy rows (:mod:`dnnpart.solvers.dp.small`) do not apply.
 SMALL_COVER_PAIRS = 300
+#: Lattices of at most this many ideals fill their rows in numpy while numba is not loaded
+#: (:mod:`dnnpart.solvers.dp.small`; op BERT-12 inference, 2,906 ideals: 0.3 s).
+SMALL_LATTICE = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +288,20 @@ def run_dp(
     # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
     # lower ideal, so on a 200k-ideal chain 1% of the rows is tens of seconds
     chunk = max(1, min(n_ideals // 100, 64))
-    if threads > 1 and not small:
+    by_rows = None
+    if (not_compiled(dp_fill) and not replication and n_ideals <= SMALL_LATTICE
+            and not (clock is not None and clock.expired())):
+        from dnnpart.solvers.dp.small import fill_small
+
+        by_rows = fill_small(lattice, stage, graph, node_cost, uniform, model.acc_time,
+                             model.cpu_time, model.acc_cap, model.cpu_cap, model.comm_scale,
+                             model.overlap, float(upper), dp, prev_lower, prev_kind)
+    if by_rows is not None:
+        scratches = [scratch()]
+        scratches[0][8][0] = by_rows
+        finished = True
+        _report(progress, clock, label, n_ideals, n_ideals)
+    elif threads > 1 and not small:
         finished, scratches = _fill_threaded(lattice, stage, fill_rows, scratch, threads, chunk,
                                              clock, progress, label)
     else:
