@@ -381,6 +381,49 @@ def test_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
         np.testing.assert_array_equal(slow_order, fast_order)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.booleans())
+def test_numpy_rows_equal_the_kernel(problem: Problem, pruned: bool) -> None:
+    # before numba is loaded small lattices fill their rows in numpy (dp.small): the same
+    # optimum (up to the order of float sums), the same slices priced, a plan worth it
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    upper = run_dp(problem, stage, lattice).value * 1.2 if pruned else math.inf
+    kernel = run_dp(problem, stage, lattice, upper=upper)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dpmod, "not_compiled", lambda func: True)
+        rows = run_dp(problem, stage, lattice, upper=upper)
+    assert rows.value == pytest.approx(kernel.value, rel=1e-12)
+    if math.isfinite(rows.value):
+        plan = rows.plan()
+        assert plan is not None
+        assert evaluate(problem, plan).objective == pytest.approx(rows.value, rel=1e-9)
+    if not problem.graph.is_training:  # training graphs may fall back to the plain twin
+        assert rows.slices_priced == kernel.slices_priced
+
+
+def test_small_solve_loads_no_numba() -> None:
+    # start-up (issue 20): a small DP solve from the command line never pays for numba
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from dnnpart.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['solve', 'zoo:bert-3', '--method', 'dp'])\n"
+        "print(json.dumps([rc, sorted(m for m in sys.modules\n"
+        "                             if m.split('.')[0] == 'numba' or m == 'scipy.optimize')]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rc, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rc == 0
+    assert loaded == []
+
+
 def test_progress_is_reported() -> None:
     messages: list[tuple[str, float | None]] = []
 

@@ -433,6 +433,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
                     acc_load = max(comp_acc, max(ci, co))
             cpu_load = comp_cpu if cpu_ok else inf
             if not replicate:
+                improved = False
                 for a in range(n_acc + 1):
                     for c in range(n_cpu + 1):
                         if live_cell and src_ok[a, c] == 0:
@@ -444,14 +445,16 @@ def dp_fill(  # type: ignore[no-untyped-def]
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_ACC
+                                improved = True
                         if c > 0 and cpu_load < best:
                             v = max(dp[lower, a, c - 1], cpu_load)
                             if v < best:
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_CPU
+                                improved = True
                         dp[big, a, c] = best
-                if live_cell:
+                if live_cell and improved:
                     # the row's walk may stop where compute reaches the worst live best
                     worst_acc = 0.0
                     worst_cpu = 0.0
