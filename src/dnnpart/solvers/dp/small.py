@@ -178,7 +178,7 @@ def fill_small(
         lb = np.minimum(np.where(acc_ok, ca, inf), np.where(cpu_ok, cc, inf))
         keep = lb < upper
         if not keep.any():
-            _fewer_devices(dp, prev_kind, big)
+            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
             continue
         js, ca, cc, acc_ok, cpu_ok = below[keep], ca[keep], cc[keep], acc_ok[keep], cpu_ok[keep]
         priced += int(js.size)
@@ -211,5 +211,5 @@ def fill_small(
             dp[big, :, 1:] = np.where(better, best, dp[big, :, 1:])
             prev_lower[big, :, 1:] = np.where(better, js[arg], prev_lower[big, :, 1:])
             prev_kind[big, :, 1:] = np.where(better, KIND_CPU, prev_kind[big, :, 1:])
-        _fewer_devices(dp, prev_kind, big)
+        _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
     return priced
