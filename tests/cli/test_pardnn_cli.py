@@ -45,10 +45,23 @@ def test_placement_text_names_every_node_with_its_plan_device(capsys, tmp_path, 
 
 
 def test_placement_text_without_graph_or_model_is_one_error_line(capsys, tmp_path, pardnn_plan):
-    code, _, err = run(capsys, "export", pardnn_plan, "--format", "placement-text", "-o",
+    data = json.loads(Path(pardnn_plan).read_text())
+    del data["graph"]  # a plan written elsewhere (or before plans named their graph)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(data))
+    code, _, err = run(capsys, "export", str(bare), "--format", "placement-text", "-o",
                        str(tmp_path / "x.txt"))
     assert code == 2 and err.strip().startswith("error:") and "--graph" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_placement_text_follows_the_graph_a_solve_plan_names(capsys, tmp_path, pardnn_plan):
+    code, _, err = run(capsys, "export", pardnn_plan, "--format", "placement-text", "-o",
+                       str(tmp_path / "x.txt"))
+    from dnnpart.io import load_problem
+
+    assert code == 0, err
+    assert len((tmp_path / "x.txt").read_text().splitlines()) == load_problem(GRAPH).graph.n_nodes
 
 
 def test_run_refuses_an_op_level_plan_with_the_reason(capsys, pardnn_plan):

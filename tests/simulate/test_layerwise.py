@@ -128,3 +128,27 @@ def test_replay_within_ten_percent_of_t_o_on_four_gpus(model: str) -> None:
     r = replay_strategy(t.graph, strategy_configs(t, best.strategy), P100, bw)
     assert r.additive == pytest.approx(best.value, rel=1e-9)
     assert 0.9 <= r.ratio <= 1.1
+
+
+def test_serialised_replay_is_bounded_by_t_o_on_random_strategies() -> None:
+    """With nothing overlapping on a device, the replay never exceeds Eq. 1 (same tasks, same costs)."""
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        g = random_layer_graph(rng, max_layers=7)
+        d = int(rng.choice([2, 4, 8]))
+        bw = paper_bandwidth(d) if rng.random() < 0.5 else two_level_bandwidth(d // 2, 2, 3e9, 1e9)
+        configs = random_configs(rng, g, d)
+        r = replay_strategy(g, configs, P100, bw, serialise=True)
+        assert r.makespan <= r.additive * (1 + 1e-9)
+        assert r.moved_bytes == pytest.approx(replay_strategy(g, configs, P100, bw).moved_bytes, rel=1e-12)
+
+
+@pytest.mark.parametrize(("model", "devices"), [("alexnet", 2), ("alexnet", 16), ("vgg16", 4)])
+def test_serialised_replay_of_the_optimum_is_t_o(model: str, devices: int) -> None:
+    """Issue 17: the replay's gap to t_O is overlap only -- serialised per device it is t_O."""
+    bw = paper_bandwidth(devices)
+    t = build_tables(build_model(model, 32 * devices), devices, P100, bw)
+    configs = strategy_configs(t, optimize_tables(t).strategy)
+    serial = replay_strategy(t.graph, configs, P100, bw, serialise=True)
+    assert serial.makespan == pytest.approx(serial.additive, rel=1e-12)
+    assert replay_strategy(t.graph, configs, P100, bw).makespan <= serial.makespan

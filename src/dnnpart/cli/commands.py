@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -15,14 +16,15 @@ from dnnpart.cli.render import Renderer, fmt, fmt_bytes, safe
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
-from dnnpart.io import load_problem, plan_to_dict, read_plan, write_plan
+from dnnpart.io import load_problem, plan_to_dict, read_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
-from dnnpart.problem import Objective, Problem
+from dnnpart.problem import Problem
 from dnnpart.solvers import available_methods, get_method, solve
 
 
 def _problem(args: argparse.Namespace) -> Problem:
+    from dnnpart.cli.args import objective_from_args
     from dnnpart.cli.model_cmds import model_options
     from dnnpart.cost import resolve_cluster
     from dnnpart.io.plan_files import plan_cluster
@@ -31,15 +33,8 @@ def _problem(args: argparse.Namespace) -> Problem:
     cluster = priced.cluster if priced else None
     if cluster is None and getattr(args, "plan", None):
         cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
-    batch = getattr(args, "batch", 32)
-    if isinstance(batch, int) and batch < 1:
-        raise FormatError(f"--batch {batch}: expected an integer >= 1")
     # the iteration objective prices tiles with the roofline of the cluster's accelerator preset
-    device = priced.cost_model.accelerator.name if priced else "P100"
-    objective = Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
-                          schedule=getattr(args, "schedule", "gpipe"),
-                          microbatches=getattr(args, "microbatches", 4),
-                          recompute=getattr(args, "recompute", False), batch=batch, device=device)
+    objective = objective_from_args(args, device=priced.cost_model.accelerator.name if priced else "P100")
     return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
 
 
@@ -146,6 +141,9 @@ def cmd_info(args: argparse.Namespace, out: Renderer) -> int:
 def cmd_evaluate(args: argparse.Namespace, out: Renderer) -> int:
     problem = _problem(args)
     plan = read_plan(args.plan, problem, fill_by_colocation=args.fill_by_colocation)
+    mismatch = graph_mismatch(args.plan, args.graph)  # a warning: inference split on training graph...
+    if mismatch:
+        out.note(mismatch)
     ev = evaluate(problem, plan)
     if out.json_mode:
         out.json(dumps(ev.to_dict(problem)))
@@ -201,6 +199,53 @@ def solve_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def write_solved_plan(problem: Problem, result: SolveResult, out_path: str, graph: str) -> None:
+    """Write a plan file; a graph given as a file is named by absolute path and SHA-256."""
+    from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.file_refs import file_ref, is_file_spec
+
+    data = plan_to_dict(problem, result.require_plan(), result)
+    # found (and checked) again by evaluate, export placement-text and report
+    data["graph"] = file_ref(graph) if is_file_spec(graph) else {"spec": graph}
+    data["objective"] = dataclasses.asdict(problem.objective)
+    write_json_atomic(data, out_path)
+
+
+def solved_problem(path: str, data: dict[str, Any]) -> tuple[Problem, Plan]:
+    """The problem and plan of a ``solve -o`` plan file, from the graph and objective it names."""
+    from dnnpart.io.file_refs import resolve_ref
+    from dnnpart.io.plan_files import parse_plan, plan_cluster
+    from dnnpart.problem import Objective
+
+    ref = data.get("graph")
+    graph = ref["spec"] if isinstance(ref, dict) and isinstance(ref.get("spec"), str) \
+        else str(resolve_ref(ref, "graph", path))
+    fields = data.get("objective")
+    try:
+        objective = Objective(**{k: v for k, v in fields.items()
+                                 if k in {f.name for f in dataclasses.fields(Objective)}}) \
+            if isinstance(fields, dict) else None
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"{path}: objective: {exc}") from None
+    problem = load_problem(graph, cluster=plan_cluster(path), objective=objective)
+    return problem, parse_plan(data, problem, path)
+
+
+def graph_mismatch(plan_path: str, graph: str) -> str | None:
+    """A warning when a plan names another graph file (by hash) than the one given."""
+    from dnnpart.io import fields as f
+    from dnnpart.io.file_refs import is_file_spec, sha256_of
+
+    ref = f.require_mapping(f.read_json(plan_path), plan_path).get("graph")
+    if not isinstance(ref, dict) or not isinstance(ref.get("sha256"), str) or not is_file_spec(graph):
+        return None
+    have = sha256_of(graph)
+    if have == ref["sha256"]:
+        return None
+    return (f"warning: {plan_path} was made for {ref.get('path')} (sha256 {ref['sha256'][:12]}...), "
+            f"{graph} differs (sha256 {have[:12]}...)")
+
+
 def report_stop(out: Renderer, result: SolveResult, out_path: str | None) -> int | None:
     """After an interrupted solve: one ``interrupted`` line (with the incumbent), exit 130.
 
@@ -222,12 +267,12 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     if args.out is not None:
         check_output_path(args.out)
     problem = _problem(args)
-    progress = out.progress()
+    progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
                        deterministic=args.deterministic, **options)
     if result.plan is not None and args.out:
-        write_plan(problem, result.plan, args.out, result)
+        write_solved_plan(problem, result, args.out, args.graph)
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
         return stopped
@@ -248,14 +293,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
                       f"{fmt(st.get('picked_eq5_max_stage_time'))} s; mapper "
                       f"({st.get('instantiation')}) {st.get('mapping_status')}"
                       + ("" if gap is None else f", gap {gap:.2%}"))
-        if result.plan is not None:
-            ev = evaluate(problem, result.plan)
-            if result.plan.layer_configs is not None:
-                out.print(layer_config_table(problem, result.plan,
-                                             title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
-            else:
-                out.print(out.device_table(problem, result.plan, ev,
-                                           title=f"{problem.objective.describe()}: {fmt(ev.objective)}"))
+        print_plan(problem, result, out)
         if "violations" in result.stats:
             out.print(f"[red]violations:[/] {safe(str(result.stats['violations']))}")
         if "heuristic1_success" in result.stats:  # PARDNN's memory heuristic I (paper 2, §3.2.1)
@@ -275,19 +313,47 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
 
 
+def print_plan(problem: Problem, result: SolveResult, out: Renderer, *, unit: str = "",
+               labels: dict[str, str] | None = None) -> None:
+    """Diagnostics (see :mod:`dnnpart.evaluate.diagnose`) and the per-device or per-layer table.
+
+    ``unit``: the time unit for the title (``"ms"`` for imported models); ``labels``: readable
+    names of nodes (module paths) for the diagnostics.
+    """
+    from dnnpart.evaluate.diagnose import (
+        binding_constraint,
+        bottleneck,
+        bound_is_one_operator,
+        host_offload,
+    )
+
+    if result.plan is None:
+        why = binding_constraint(problem)
+        if why:
+            out.note(f"why: {why}")
+        return
+    notes = [host_offload(problem, result.plan), bottleneck(problem, result.plan, labels=labels),
+             bound_is_one_operator(problem, result.bound, labels=labels)]
+    for note in notes:
+        if note:
+            out.note(note)
+    ev = evaluate(problem, result.plan)
+    title = f"{problem.objective.describe()}{f' ({unit})' if unit else ''}: {fmt(ev.objective)}"
+    if result.plan.layer_configs is not None:
+        out.print(layer_config_table(problem, result.plan, title=title))
+    else:
+        out.print(out.device_table(problem, result.plan, ev, title=title))
+
+
 def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:
     """Per-layer parallel configuration of a layer-wise plan (paper 3's Table 5 layout)."""
-    from dnnpart.evaluate.iteration import iteration_setting
-    from dnnpart.solvers.optcnn.configs import format_config
+    from dnnpart.viz.report import layer_rows
 
-    layers = iteration_setting(problem)[0].layers
-    configs = plan.layer_configs or ()
     table = Table(title=title, title_justify="left")
     for col in ("layer", "op", "output (N, C, H, W)", "configuration", "devices"):
         table.add_column(col, justify="left")
-    for layer, cfg in zip(layers, configs, strict=True):
-        table.add_row(escape(layer.name), layer.op, "x".join(str(v) for v in layer.out_shape),
-                      format_config(layer, cfg.degrees), ",".join(str(d) for d in cfg.devices))
+    for name, *rest in layer_rows(problem, plan):
+        table.add_row(escape(name), *rest)
     return table
 
 

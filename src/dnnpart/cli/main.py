@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dnnpart.cli import args as cli_args
 from dnnpart.cli import map_cmd, model_cmds, report_cmd, reproduce_cmd, sim_cmds
 from dnnpart.errors import (
     DnnpartError,
@@ -25,6 +26,7 @@ from dnnpart.errors import (
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_MISSING_EXTRA = 0, 1, 2, 3
 EXIT_INTERNAL, EXIT_INTERRUPTED = 4, 130
+PROGRESS_CHOICES, PROGRESS_HELP = cli_args.PROGRESS_CHOICES, cli_args.PROGRESS_HELP
 
 
 def _add_problem_args(p: argparse.ArgumentParser) -> None:
@@ -38,29 +40,9 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="SPEC",
                    help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
                         "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
-    p.add_argument("--objective", choices=("throughput", "latency", "makespan", "pipeline", "iteration"),
-                   default="throughput",
-                   help="makespan: op-level emulation (paper 2); pipeline: simulated time per "
-                        "sample of a synchronous pipeline (paper 4); iteration: time of one "
-                        "training iteration of a layer-wise parallel strategy (paper 3, Eq. 1)")
-    p.add_argument("--batch", type=int, default=32, metavar="N",
-                   help="samples per device (iteration objective; default 32, paper 3)")
-    _add_pipeline_args(p)
-    p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream",
-                   help="training objective: max(FW+BW) per device (pipedream) or max FW + max BW (gpipe)")
-    p.add_argument("--overlap", choices=("none", "compute-comm", "full-duplex"), default="none",
-                   help="how transfers overlap compute (paper 1, appendix C.1)")
+    cli_args.add_objective_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     model_cmds.add_model_spec_args(p)
-
-
-def _add_pipeline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe",
-                   help="pipeline schedule (pipeline objective, simulate)")
-    p.add_argument("--microbatches", type=int, default=4, metavar="M",
-                   help="micro-batches per step (pipeline objective, simulate; default 4)")
-    p.add_argument("--recompute", action="store_true",
-                   help="recompute activations in the backward pass (pipeline)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dnnpart",
         description="Place DNN operator/layer graphs on accelerators and CPUs, with proven bounds.",
     )
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output on stderr "
+                        "(--progress none)")
+    parser.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto", help=PROGRESS_HELP)
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (exit code 4)")
     from dnnpart import __version__
@@ -90,29 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="find a plan with a method (see `dnnpart methods`)")
     _add_problem_args(p)
-    p.add_argument("--method", "-m", default="dp", help="method name (default: dp)")
-    p.add_argument("--time-limit", type=float, metavar="S",
-                   help="stop after S seconds with the best plan so far (anytime methods have a "
-                        "default: see `dnnpart methods`; 'inf' for none)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="the same plan run to run (one search order, deterministic time, fixed seeds)")
+    cli_args.add_method_args(p, default="dp", method_help="method name (default: dp)")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan here")
-    p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
-                   help="method option, e.g. --set max_ideals=5000000 (repeatable)")
-    ip = p.add_argument_group("integer programs (--method ip | ip-noncontig)")
-    # the choices of dnnpart.solvers.ip.backend.BACKEND_CHOICES, written out so that the CLI
-    # starts without importing the solvers (tests/cli checks that the two agree)
-    ip.add_argument("--backend", choices=("cpsat", "highs", "portfolio"),
-                    help="MIP backend (default cpsat); portfolio: CP-SAT for part of --time-limit, "
-                         "then HiGHS from its best plan")
-    ip.add_argument("--gap", type=float, metavar="G", help="relative gap to stop at (default 0.01)")
-    ip.add_argument("--threads", type=int, metavar="N", help="solver threads")
-    ip.add_argument("--seed", type=int, metavar="N", help="solver random seed")
-    ip.add_argument("--subgraphs-per-device", type=int, metavar="Q",
-                    help="latency: up to Q contiguous subgraphs per accelerator")
-    ip.add_argument("--descent", action="store_true", default=None,
-                    help="throughput, cpsat: keep half of --time-limit for threshold descent "
-                         "(better plans on large graphs; the bound comes from the first half)")
 
     p = sub.add_parser("methods", help="list the available methods and what they guarantee")
     p.add_argument("--json", action="store_true")
@@ -128,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     map_cmd.add_parser(sub)
     for command in sub.choices.values():  # `dnnpart solve -q ...` as well as `dnnpart -q solve`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
-                             help="no progress output on stderr")
+                             help="no progress output on stderr (--progress none)")
+        command.add_argument("--progress", choices=PROGRESS_CHOICES, default=argparse.SUPPRESS,
+                             help=PROGRESS_HELP)
     return parser
 
 
@@ -143,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted(None)
     from dnnpart.cli.render import Renderer
 
-    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet)
+    out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet, progress=args.progress)
     try:
         from dnnpart.cli import commands
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dnnpart.cli.args import DEFAULT_METHODS, add_method_args, add_objective_args
 from dnnpart.errors import FormatError, ProblemTooLargeError
 
 if TYPE_CHECKING:
@@ -132,21 +133,18 @@ def add_parsers(subparsers: Any) -> None:
 
     p = subparsers.add_parser("plan", help="import a model, solve for a cluster and report (one step)")
     _add_model_args(p)
-    p.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
-    p.add_argument("--training-form", choices=("pipedream", "gpipe"), default="pipedream")
-    p.add_argument(
-        "--method", "-m",
-        help="method name (default: dp, or dpl where dp refuses the graph as too large; "
-        "with --schedule: pipeline, the split a schedule runs; "
-        "see `dnnpart methods`)",
+    add_objective_args(p, stored_in_plan=True)
+    add_method_args(
+        p, default=None,
+        method_help="method name (default by objective: throughput dp, or dpl where dp refuses "
+        "the graph as too large, or pipeline with --schedule; latency ip; makespan pardnn; "
+        "pipeline parmesan; iteration optcnn; see `dnnpart methods`)",
     )
-    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S seconds")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan (with its model) here")
-    p.add_argument(
-        "--schedule", choices=("gpipe", "1f1b"), help="pipeline schedule `run` uses (stored in the plan)"
-    )
-    p.add_argument("--microbatches", type=int, help="micro-batches per step `run` uses (stored in the plan)")
     p.add_argument("--report", metavar="FILE.html", help="also write `dnnpart report`'s HTML page here")
+    p.add_argument("--compare", metavar="M1,M2,...",
+                   help="also run these methods on the same problem and print a comparison "
+                        "(in --report too); the plan written is --method's")
 
     p = subparsers.add_parser("export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
@@ -347,7 +345,42 @@ def _graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:
     return data
 
 
+#: Fields of a plan's model block that may name local files (kept as absolute path + hash).
+FILE_FIELDS = ("spec", "config", "specs", "cluster")
+
+
 def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any]:
+    from dnnpart.io.file_refs import file_ref, is_file_spec
+
+    block = _model_fields(args, source)
+    files = {k: file_ref(block[k]) for k in FILE_FIELDS if is_file_spec(block.get(k))}
+    for key, ref in files.items():  # the plan is usable from any directory
+        block[key] = ref["path"]
+    if files:
+        block["files"] = files
+    return block
+
+
+def checked_block(block: dict[str, Any], path: str | Path, *, model: str | None = None) -> dict[str, Any]:
+    """A plan's model block with its files found and verified (see :mod:`dnnpart.io.file_refs`).
+
+    ``model`` (``--model``) replaces the plan's model spec, whose file is then not checked.
+    """
+    files = block.get("files")
+    if files is None:
+        return block
+    if not isinstance(files, dict):
+        raise FormatError(f"{path}: model.files: expected an object")
+    from dnnpart.io.file_refs import resolve_ref
+
+    out = dict(block)
+    for key in FILE_FIELDS:
+        if key in files and not (key == "spec" and model is not None):
+            out[key] = str(resolve_ref(files[key], f"model.{key}", path))
+    return out
+
+
+def _model_fields(args: argparse.Namespace, source: ModelSource) -> dict[str, Any]:
     return {
         "spec": args.model,
         "input_shapes": [list(s) for s in source.input_shapes],
@@ -362,6 +395,8 @@ def _model_block(args: argparse.Namespace, source: ModelSource) -> dict[str, Any
         "specs": getattr(args, "specs", None),
         "schedule": getattr(args, "schedule", None),
         "microbatches": getattr(args, "microbatches", None),
+        "objective": getattr(args, "objective", "throughput"),
+        "training_form": getattr(args, "training_form", "pipedream"),
     }
 
 
@@ -391,48 +426,86 @@ def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
 
 
 # -- plan -------------------------------------------------------------------------------
+def _plan_method(args: argparse.Namespace, out: Renderer) -> bool:
+    """Set ``args.method`` when none was named; whether DPL may stand in for a refusing DP."""
+    if args.method is not None:
+        return False
+    if args.objective == "throughput" and args.schedule:
+        args.method = "pipeline"
+        out.note("method: pipeline (--schedule given: one range of operators per device, "
+                 "backward with its forward, what the schedule runs)")
+        return False
+    args.method = DEFAULT_METHODS[args.objective]
+    # the exact DP where its lattice fits, else DPL (said so); not when options were set for dp
+    return args.method == "dp" and not args.options
+
+
+def _plan_problem(args: argparse.Namespace, out: Renderer) -> tuple[Any, Any, PricedCluster, Problem]:
+    """``(source, imported, priced cluster, problem)`` of ``plan``'s arguments.
+
+    The iteration objective plans paper 3's layer graphs (``builtin:NAME``), not an imported
+    operator graph: source and imported are ``None`` then.
+    """
+    from dnnpart.cli.args import objective_from_args
+    from dnnpart.problem import Problem
+
+    if args.objective == "iteration":
+        from dnnpart.io import load_problem
+
+        priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
+        objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+        problem = load_problem(args.model, cluster=priced.cluster, objective=objective,
+                               model=model_options(args))
+        return None, None, priced, problem
+    source, imported, priced = _import(args, out)
+    objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
+                      objective=objective)
+    return source, imported, priced, problem
+
+
 def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.cli.commands import print_plan, report_stop, solve_options
     from dnnpart.cli.main import dumps
     from dnnpart.evaluate import evaluate
     from dnnpart.io.dnn_partitioning import write_json_atomic
     from dnnpart.io.plan_files import plan_to_dict
     from dnnpart.plan import Status
-    from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import get_method, solve
 
-    # no method named and no schedule: the exact DP where its lattice fits, else DPL (said so)
-    auto = args.method is None and not args.schedule
-    if args.method is None:
-        args.method = "pipeline" if args.schedule else "dp"
-        if args.schedule:
-            out.note("method: pipeline (--schedule given: one range of operators per device, "
-                     "backward with its forward, what the schedule runs)")
+    auto = _plan_method(args, out)
     get_method(args.method)  # fail fast on an unknown method
+    options = solve_options(args)  # typed by the method's schema, before any work
+    compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    for name in compare:
+        get_method(name)  # an unknown name fails before any work
     if args.out is not None:
         from dnnpart.limits import check_output_path
 
         check_output_path(args.out)
-    source, imported, priced = _import(args, out)
-    problem = Problem(
-        graph=imported.graph,
-        cluster=priced.cluster,
-        name=imported.ir.name,
-        objective=Objective(kind=args.objective, training=args.training_form),
-    )
-    progress = out.progress()
+    source, imported, priced, problem = _plan_problem(args, out)
+    progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         try:
-            result = solve(problem, args.method, time_limit=args.time_limit, progress=progress)
+            result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
+                           deterministic=args.deterministic, **options)
         except ProblemTooLargeError as exc:
             if not auto:
                 raise
             out.note(f"method: dpl (the default dp refused this graph: {exc}; dpl splits along "
                      "a linearization, no optimality guarantee; -m NAME picks another method)")
             args.method = "dpl"
-            result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress)
+            result = solve(problem, "dpl", time_limit=args.time_limit, progress=progress,
+                           deterministic=args.deterministic)
+    comparison = _compare(args, problem, result, compare, out) if compare else []
     if result.plan is not None and args.out:
+        from dnnpart.cli.main import jsonable
+
         data = plan_to_dict(problem, result.plan, result)
-        data["model"] = _model_block(args, source)
+        if source is not None:  # export, run and report re-import the model from this block
+            data["model"] = _model_block(args, source)
+        if comparison:  # `dnnpart report` shows it again
+            data["comparison"] = jsonable(comparison)
         write_json_atomic(data, args.out)
     if result.plan is not None and args.report:
         from dnnpart.viz.report import ReportInput, build_report
@@ -441,38 +514,85 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
                 "search_space": result.search_space, "model": args.model}
         Path(args.report).write_text(build_report(ReportInput(
             problem=problem, plan=result.plan, imported=imported, meta=meta,
-            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4)), encoding="utf-8")
+            schedule=args.schedule or "1f1b", microbatches=args.microbatches or 4,
+            comparison=comparison)), encoding="utf-8")
         out.note(f"report written to {args.report}")
-    from dnnpart.cli.commands import report_stop
-
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
         return stopped
-    summary = _summary(imported, priced)
+    summary = _summary(imported, priced) if imported is not None else {"model": args.model}
     if out.json_mode:
         payload: dict[str, Any] = {"import": summary, **result.to_dict()}
+        if comparison:
+            payload["comparison"] = comparison
         if result.plan is not None:
             payload["evaluation"] = evaluate(problem, result.plan).to_dict(problem)
         out.json(dumps(payload))
     else:
-        _print_summary(summary, out)
+        if imported is not None:
+            _print_summary(summary, out)
         out.print(out.result_line(result))
-        from dnnpart.evaluate.diagnose import binding_constraint, host_offload
-
-        why = binding_constraint(problem) if result.plan is None else host_offload(problem, result.plan)
-        if why:
-            out.note(why if result.plan is not None else f"why: {why}")
-        if result.plan is not None:
-            ev = evaluate(problem, result.plan)
-            out.print(
-                out.device_table(
-                    problem, result.plan, ev, title=f"{problem.objective.describe()} (ms): {ev.objective:.4g}"
-                )
-            )
+        print_plan(problem, result, out, unit="ms", labels=node_labels(imported))
+        if comparison:
+            out.print(comparison_table(comparison))
         if args.out and result.plan is not None:
-            out.note(f"plan written to {args.out}; next: dnnpart run {args.out} / dnnpart export {args.out}")
+            nxt = (f"; next: dnnpart run {args.out} / dnnpart export {args.out}" if source is not None
+                   else f"; score it with dnnpart evaluate {args.model} {args.out} --objective iteration")
+            out.note(f"plan written to {args.out}{nxt}")
     ok = result.plan is not None and result.status is not Status.UNKNOWN
     return EXIT_OK if ok else EXIT_NO_PLAN
+
+
+def _compare(args: argparse.Namespace, problem: Problem, result: Any, names: list[str],
+             out: Renderer) -> list[dict[str, Any]]:
+    """Run the methods of ``--compare`` on the same problem: rows of the comparison table.
+
+    A method that refuses the problem (too large, another objective) gets a row with its
+    reason; the plan written is the main method's.
+    """
+    from dnnpart.cli.main import _one_line
+    from dnnpart.errors import DnnpartError
+    from dnnpart.solvers import solve
+    from dnnpart.viz.report import comparison_rows
+
+    entries: list[tuple[str, Any]] = [(result.method, result)]
+    for name in names:
+        if name == result.method:
+            continue
+        progress = out.progress(name)
+        with progress if progress is not None else contextlib.nullcontext():
+            try:
+                other = solve(problem, name, time_limit=args.time_limit, progress=progress,
+                              deterministic=args.deterministic)
+            except (DnnpartError, ValueError) as exc:  # refused: say why in its row
+                entries.append((name, _one_line(str(exc))))
+                continue
+        entries.append((name, other))
+    return comparison_rows(entries)
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> Any:
+    """The comparison of ``plan --compare`` as a rich table (the report shows the same rows)."""
+    from rich.table import Table
+
+    from dnnpart.cli.render import fmt, safe
+
+    table = Table(title="Methods compared", title_justify="left")
+    for col in ("method", "status", "objective", "bound", "gap", "vs best", "seconds", "note"):
+        table.add_column(col, justify="left" if col in ("method", "status", "note") else "right")
+    for r in rows:
+        table.add_row(r["method"], r["status"], fmt(r["objective"]), fmt(r["bound"]),
+                      "-" if r["gap"] is None else f"{r['gap']:.2%}", r["vs_best"],
+                      "-" if r["seconds"] is None else f"{r['seconds']:.2f}", safe(str(r["note"])))
+    return table
+
+
+def node_labels(imported: ImportedModel | None) -> dict[str, str]:
+    """Readable names of an imported model's nodes: ``module.path (node)`` where known."""
+    if imported is None:
+        return {}
+    return {op.name: f"{op.module_path.replace('/', '.')} ({op.name})" for op in imported.ir.ops
+            if op.module_path}
 
 
 # -- export / run -------------------------------------------------------------------------
@@ -504,6 +624,7 @@ def load_planned_model(
     block = f.require_mapping(data, str(path)).get("model")
     if not isinstance(block, dict) or "spec" not in block:
         raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    block = checked_block(block, path, model=model)
     spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = _priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), block.get("specs"))
     priced = replace(priced, cost_model=priced.cost_model.with_precision(str(block.get("precision", "fp32"))))
@@ -532,7 +653,8 @@ def load_planned_model(
             from dnnpart.frontends.build import by_module
 
             imported = by_module(imported)
-    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name)
+    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
+                      objective=_plan_objective(block, path))
     plan = parse_plan(data, problem, str(path))
     device_of = operator_devices(imported, plan)
     source = planned
@@ -549,6 +671,19 @@ def load_planned_model(
     if gm is not None:
         device_of = complete_placement(gm, device_of)
     return source, imported, problem, plan, gm, device_of
+
+
+def _plan_objective(block: dict[str, Any], path: str | Path) -> Any:
+    """The objective a plan was made for (plans written before it was stored: throughput)."""
+    from dnnpart.problem import Objective
+
+    try:
+        return Objective(kind=str(block.get("objective") or "throughput"),
+                         training=str(block.get("training_form") or "pipedream"),
+                         schedule=str(block.get("schedule") or "gpipe"),
+                         microbatches=block.get("microbatches") or 4)
+    except ValueError as exc:
+        raise FormatError(f"{path}: model: {exc}") from None
 
 
 def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
@@ -652,8 +787,6 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
 
 def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
     """``name device`` lines from any plan file: with ``--graph``, else its embedded model."""
-    from dnnpart.cli.main import dumps
-    from dnnpart.export.placement import placement_lines
     from dnnpart.io.plan_files import plan_cluster, read_plan
 
     if args.graph:
@@ -668,11 +801,24 @@ def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
             raise FormatError("--cluster: needs --graph")
         from dnnpart.io import fields as f
 
-        block = f.require_mapping(f.read_json(args.plan), str(args.plan)).get("model")
+        data = f.require_mapping(f.read_json(args.plan), str(args.plan))
+        block = data.get("model")
+        if (not isinstance(block, dict) or "spec" not in block) and "graph" in data:
+            # a plan of `dnnpart solve GRAPH -o`: its graph, a file found and checked by hash
+            from dnnpart.cli.commands import solved_problem
+
+            return _write_placement_text(args, out, *solved_problem(str(args.plan), data))
         if not isinstance(block, dict) or "spec" not in block:
             raise FormatError(f"{args.plan}: model: missing; give the plan's graph with --graph GRAPH")
         _, _, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,
                                                        trust=args.trust_plan)
+    return _write_placement_text(args, out, problem, plan)
+
+
+def _write_placement_text(args: argparse.Namespace, out: Renderer, problem: Problem, plan: Plan) -> int:
+    from dnnpart.cli.main import dumps
+    from dnnpart.export.placement import placement_lines
+
     lines = placement_lines(problem, plan)
     target = Path(args.out)
     tmp = target.with_name(target.name + ".tmp")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dnnpart.cli.progress import LineProgress, StatusProgress, make_progress
 from dnnpart.evaluate import Evaluation
 from dnnpart.limits import printable
 from dnnpart.plan import Plan, SolveResult
@@ -51,9 +51,10 @@ def fmt_bytes(x: float) -> str:
 class Renderer:
     """Prints for the CLI; in JSON mode only the final object goes to stdout."""
 
-    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, progress: str = "auto") -> None:
         self.json_mode = json_mode
         self.quiet = quiet
+        self.progress_mode = "none" if quiet else progress
         # Piped output is read by people too: do not squeeze tables into 80 columns.
         self.out = Console(highlight=False)
         if not self.out.is_terminal:
@@ -74,10 +75,9 @@ class Renderer:
     def json(self, text: str) -> None:
         sys.stdout.write(text + "\n")
 
-    def progress(self) -> StderrProgress | None:
-        if self.quiet or not self.err.is_terminal:
-            return None
-        return StderrProgress(self.err)
+    def progress(self, label: str = "") -> StatusProgress | LineProgress | None:
+        """The progress reporter of ``--progress`` (see :mod:`dnnpart.cli.progress`)."""
+        return make_progress(self.progress_mode, self.err, label=label)
 
     # -- tables ---------------------------------------------------------------------
     def device_table(
@@ -109,10 +109,15 @@ class Renderer:
 
     def result_line(self, result: SolveResult) -> str:
         gap = result.gap
+        # every bound says what it bounds: optimal (and the bound) only among the method's plans
+        space = f" among {escape(result.search_space)}" if result.search_space else ""
+        optimal = result.status.value == "optimal"
+        bound = ("no bound" if result.bound is None
+                 else f"bound {fmt(result.bound)}" + ("" if optimal else space))
         parts = [
-            f"[bold]{result.method}[/]: {result.status.value}",
+            f"[bold]{result.method}[/]: {result.status.value}{space if optimal else ''}",
             f"objective {fmt(result.objective)}",
-            f"bound {fmt(result.bound)}" if result.bound is not None else "no bound",
+            bound,
         ]
         if gap is not None:
             parts.append(f"gap {gap:.2%}")
@@ -120,27 +125,3 @@ class Renderer:
             parts.append(f"stopped: {result.stats['stopped']}")
         parts.append(f"{result.wall_time_s:.2f} s")
         return ", ".join(parts)
-
-
-class StderrProgress:
-    """Progress sink for solvers: one live status line on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.started = time.perf_counter()
-        self._status: Any = None
-
-    def __enter__(self) -> StderrProgress:
-        self._status = self.console.status("starting")
-        self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(*exc)
-
-    def update(self, message: str, fraction: float | None = None) -> None:
-        elapsed = time.perf_counter() - self.started
-        pct = f" {fraction:.0%}" if fraction is not None else ""
-        if self._status is not None:
-            self._status.update(f"{escape(message)}{pct}  ({elapsed:.1f} s)")

@@ -35,15 +35,51 @@ def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     micro = args.microbatches or int(block.get("microbatches") or 4)
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")
-    _, imported, problem, plan, _, _ = load_planned_model(args.plan, model=args.model, trust=args.trust_plan)
+    if not block and "graph" in data:  # a plan of `dnnpart solve GRAPH -o`
+        from dnnpart.cli.commands import solved_problem
+
+        problem, plan = solved_problem(str(args.plan), data)
+        imported = None
+    else:
+        _, imported, problem, plan, _, _ = load_planned_model(args.plan, model=args.model,
+                                                              trust=args.trust_plan)
     meta = {k: data.get(k) for k in ("method", "status", "bound", "objective", "search_space")}
     meta["model"] = block.get("spec")
     text = build_report(ReportInput(problem=problem, plan=plan, imported=imported, meta=meta,
                                     schedule=args.schedule or str(block.get("schedule") or "1f1b"),
-                                    microbatches=micro))
+                                    microbatches=micro, comparison=comparison_from_file(data)))
     Path(args.out).write_text(text, encoding="utf-8")
     if out.json_mode:
         out.json(dumps({"report": str(args.out), "bytes": len(text)}))
     else:
         out.print(f"report written to {args.out} ({len(text) / 1e3:.0f} KB, self-contained)")
     return EXIT_OK
+
+
+def comparison_from_file(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``comparison`` rows a plan file keeps (``plan --compare``), typed; bad rows dropped.
+
+    A plan file is data: numbers that are not numbers become ``None`` and text stays text.
+
+    Examples
+    --------
+    >>> comparison_from_file({"comparison": [{"method": "dp", "objective": 2.0, "gap": "x"}, 3]})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [{'method': 'dp', 'status': '', 'objective': 2.0, 'bound': None, 'gap': None, 'vs_best': '',
+      'seconds': None, 'note': ''}]
+    """
+    raw = data.get("comparison")
+    rows: list[dict[str, Any]] = []
+    for row in raw if isinstance(raw, list) else []:
+        if not isinstance(row, dict):
+            continue
+        typed: dict[str, Any] = {}
+        for key in ("method", "status", "objective", "bound", "gap", "vs_best", "seconds", "note"):
+            value = row.get(key)
+            if key in ("objective", "bound", "gap", "seconds"):
+                number = isinstance(value, (int, float)) and not isinstance(value, bool)
+                typed[key] = float(value) if number and value is not None else None
+            else:
+                typed[key] = str(value) if value is not None else ""
+        rows.append(typed)
+    return rows

@@ -3,7 +3,9 @@
 * :func:`binding_constraint`: why no plan fits memory -- the largest single operator against
   the largest accelerator, else the whole model against all accelerators together;
 * :func:`host_offload`: a plan that runs operators on a host CPU (slow; usually a sign the
-  accelerators are too small), with the share of compute it takes there.
+  accelerators are too small), with the share of compute it takes there;
+* :func:`bottleneck` and :func:`bound_is_one_operator`: the most loaded stage, or the bound,
+  is one indivisible operator (with its backward): more devices will not help.
 """
 
 from __future__ import annotations
@@ -65,10 +67,116 @@ def host_offload(problem: Problem, plan: Plan) -> str | None:
         return None
     work = np.asarray(g.compute_time[:, 0], dtype=float)
     work = np.where(np.isfinite(work), work, 0.0)
-    on_cpu = np.isin(plan.assignment, cpus) & (work > 0)
+    # operators no accelerator runs must be on a CPU: only the others are offloaded
+    movable = (np.isfinite(g.time_on("accelerator")) if "accelerator" in g.device_kinds
+               else np.ones(g.n_nodes, dtype=bool))
+    on_cpu = np.isin(plan.assignment, cpus) & (work > 0) & movable
     if not on_cpu.any():
         return None
     share = 100.0 * float(work[on_cpu].sum()) / max(float(work.sum()), 1e-300)
+    if share < 1.0:  # a few tiny operators (reading inputs...) cost nothing where they are
+        return None
     names = ", ".join(sorted({c.devices[int(d)].name for d in plan.assignment[on_cpu]}))
     return (f"warning: {int(on_cpu.sum())} operator(s), {share:.0f}% of the compute, run on the host "
             f"CPU {names}; the accelerators may be too small")
+
+
+def _unit_of(problem: Problem) -> np.ndarray:
+    """The indivisible unit of every node (:func:`~dnnpart.graph.algorithms.colocation_units`)."""
+    from dnnpart.graph.algorithms import colocation_units
+
+    ptr, nodes = colocation_units(problem.graph)
+    unit = np.empty(problem.graph.n_nodes, dtype=np.int64)
+    unit[nodes] = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+    return unit
+
+
+def _label(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -> str:
+    g = problem.graph
+    forward = [int(v) for v in nodes if not g.is_backward[int(v)]]
+    name = g.names[forward[0] if forward else int(nodes[0])]
+    return (labels or {}).get(name, name)
+
+
+def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = None) -> str | None:
+    """One line when the most loaded stage is a single indivisible operator (``None`` otherwise).
+
+    An operator (with its backward, which must run beside it) cannot be split between devices:
+    when it alone makes the largest load and already runs at its fastest, no plan over more
+    devices of these kinds shortens the step. Stages are numbered in pipeline order (the order
+    the plan first uses the devices in). ``labels`` maps node names to readable names (module
+    paths). Throughput and pipeline objectives only.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 1.0, 9.0, 1.0], n_accelerators=3)
+    >>> print(bottleneck(p, Plan(assignment=[0, 0, 1, 2]), labels={"2": "lm_head.matmul"}))
+    bottleneck: stage 1 (acc1) is one operator, `lm_head.matmul` (9 of its 9 load); more devices will not help
+    >>> bottleneck(p, Plan(assignment=[0, 0, 0, 1])) is None
+    True
+    """
+    from dnnpart.evaluate import evaluate
+    from dnnpart.evaluate.loads import node_times
+
+    if problem.objective.kind not in ("throughput", "pipeline") or plan.layer_configs is not None:
+        return None
+    g, c = problem.graph, problem.cluster
+    assignment = np.asarray(plan.assignment, dtype=np.int64)
+    ev = evaluate(problem, plan)
+    d = int(np.argmax(ev.load))
+    times = node_times(g, c, assignment)
+    on = np.flatnonzero((assignment == d) & (times > 0))
+    unit_of = _unit_of(problem)
+    if on.size == 0 or np.unique(unit_of[on]).size != 1:
+        return None
+    unit = np.flatnonzero(unit_of == unit_of[on[0]])
+    here = float(times[on].sum())
+    best = float(_unit_times(problem, unit_of)[unit_of[on[0]]])
+    order = list(dict.fromkeys(int(x) for x in assignment))
+    head = (f"bottleneck: stage {order.index(d)} ({c.devices[d].name}) is one operator, "
+            f"`{_label(problem, unit, labels)}` ({here:.4g} of its {float(ev.load[d]):.4g} load)")
+    if here > best * (1 + 1e-9):
+        return head + f"; it runs in {best:.4g} on a faster device"
+    return head + "; more devices will not help"
+
+
+def _unit_times(problem: Problem, unit_of: np.ndarray) -> np.ndarray:
+    """The fastest compute time of every unit on any one device."""
+    g, c = problem.graph, problem.cluster
+    columns = np.array([g.device_kinds.index(k) for k in c.kinds()], dtype=np.int64)
+    per_device = g.compute_time[:, columns] / c.speeds()[None, :]
+    sums = np.zeros((int(unit_of.max()) + 1, c.n_devices))
+    np.add.at(sums, unit_of, per_device)
+    best: np.ndarray = np.where(np.isfinite(sums), sums, np.inf).min(axis=1)
+    return best
+
+
+def bound_is_one_operator(problem: Problem, bound: float | None, *,
+                          labels: dict[str, str] | None = None) -> str | None:
+    """One line when a throughput bound equals the fastest time of one indivisible operator.
+
+    Then that operator alone is the limit: no plan, on any number of devices of these kinds,
+    has a smaller max load.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 9.0, 1.0], n_accelerators=3)
+    >>> bound_is_one_operator(p, 9.0)
+    "the bound 9 is one operator's time, `1`: no split beats it; more devices will not help"
+    >>> bound_is_one_operator(p, 10.0) is None
+    True
+    """
+    if problem.objective.kind != "throughput" or bound is None or not np.isfinite(bound) or bound <= 0:
+        return None
+    unit_of = _unit_of(problem)
+    best = _unit_times(problem, unit_of)
+    finite = np.where(np.isfinite(best), best, -np.inf)
+    k = int(np.argmax(finite))
+    largest = float(finite[k])
+    if not np.isfinite(largest) or abs(bound - largest) > 1e-6 * max(abs(bound), 1e-12):
+        return None
+    nodes = np.flatnonzero(unit_of == k)
+    return (f"the bound {bound:.4g} is one operator's time, `{_label(problem, nodes, labels)}`: "
+            "no split beats it; more devices will not help")

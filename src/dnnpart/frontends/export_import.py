@@ -239,6 +239,8 @@ def aten_spec(
             weight_shapes.append(b)
         attrs["stride"] = _ints(node.args[3] if len(node.args) > 3 else ())
         attrs["padding"] = _ints(node.args[4] if len(node.args) > 4 else ())
+        if len(node.args) > 5:
+            attrs["dilation"] = _ints(node.args[5])
         if w:
             attrs["kernel"] = w[2:]
     if source_type == "convolution_backward":  # (grad_out, input, weight, ...)

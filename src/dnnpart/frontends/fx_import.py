@@ -178,12 +178,17 @@ def module_ir(gm: fx.GraphModule, *, name: str) -> ModelIR:
         itemsize = metas[0].dtype.itemsize if metas else 4
         in_shapes = tuple(tuple(m.shape) for a in act for m in _tensor_metas(a))
         attrs: dict[str, Any] = {}
-        if node.op == "call_module" and op_type in ("maxpool", "avgpool"):
-            kernel = getattr(sub, "kernel_size", None)
-            if kernel is not None:
-                attrs["kernel"] = (
-                    (kernel,) * (len(in_shapes[0]) - 2) if isinstance(kernel, int) else tuple(kernel)
-                )
+        if node.op == "call_module" and op_type in ("maxpool", "avgpool", "conv"):
+            rank = max(len(in_shapes[0]) - 2, 1) if in_shapes else 1
+            for key, name in (("kernel_size", "kernel"), ("stride", "stride"), ("padding", "padding"),
+                              ("dilation", "dilation")):
+                value = getattr(sub, key, None)
+                if isinstance(value, int):
+                    attrs[name] = (value,) * rank
+                elif isinstance(value, (tuple, list)) and all(isinstance(v, int) for v in value):
+                    attrs[name] = tuple(value)  # a string padding ('same') is left out
+            if op_type == "conv":
+                attrs["groups"] = int(getattr(sub, "groups", 1))
         spec = OpSpec(
             op_type=op_type,
             input_shapes=in_shapes,

@@ -233,6 +233,15 @@ def model_ir(model: onnx.ModelProto, *, name: str) -> ModelIR:
             pass  # the bias is among the parameters: operator_work counts it
         if "kernel_shape" in attrs and op_type in ("maxpool", "avgpool"):
             extra["kernel"] = tuple(attrs["kernel_shape"])
+        if op_type in ("conv", "maxpool", "avgpool"):  # windows, for layer graphs (module_layers)
+            for key, name in (("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")):
+                if key in attrs:
+                    extra[name] = tuple(attrs[key])
+            pads = extra.get("padding", ())
+            if pads and pads[: len(pads) // 2] == pads[len(pads) // 2 :]:
+                extra["padding"] = pads[: len(pads) // 2]  # symmetric: one per axis, as torch writes it
+            if "group" in attrs:
+                extra["groups"] = int(attrs["group"])
         spec = OpSpec(
             op_type=op_type,
             input_shapes=tuple(in_shapes),

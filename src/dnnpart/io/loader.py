@@ -80,6 +80,8 @@ def load_problem(
     ``builtin:NAME`` names one of paper 3's layer graphs (:mod:`dnnpart.frontends.layer_graphs`:
     lenet5, alexnet, vgg16, inception_v3, resnet50, resnet152) under ``--objective iteration``,
     and wherever NAME is not a torch builtin model; otherwise the torch model of that name.
+    Other model specs under ``--objective iteration`` become layer graphs at module
+    granularity (:mod:`dnnpart.frontends.module_layers`).
 
     ``cluster`` replaces the cluster the source carries; a native graph file carries none, and a
     model spec is priced for, and by default placed on, 4 A100s and a host CPU.
@@ -102,7 +104,18 @@ def load_problem(
         return Problem(graph=layer_graph(layers), cluster=cluster, objective=objective or Objective(),
                        name=layers)
     from dnnpart.frontends.sources import is_model_spec
+    from dnnpart.problem import ITERATION
 
+    if is_model_spec(text) and objective is not None and objective.kind == ITERATION:
+        # a real model as paper 3's layer graph (module granularity; frontends/module_layers.py)
+        from dnnpart.frontends.layer_graphs import graph_from_layers
+        from dnnpart.frontends.module_layers import model_layer_graph
+
+        if cluster is None:
+            raise FormatError(f"{text}: the iteration objective needs a cluster of accelerators (--cluster)")
+        layers_of_model = model_layer_graph(text, model)
+        return Problem(graph=graph_from_layers(layers_of_model), cluster=cluster, objective=objective,
+                       name=layers_of_model.name)
     if is_model_spec(text):
         from dnnpart.frontends.sources import import_model_spec
 

@@ -9,9 +9,18 @@ Content (choices, also in docs/report.md):
   module), parameter bytes, predicted forward/backward time, and the memory split (weights,
   gradients, optimizer state, activations) from the pipeline simulator for the plan's
   schedule and micro-batch count (defaults 1F1B, 4);
-* a pipeline Gantt (stages x time, F/B blocks per micro-batch) and memory over time per
-  device, from :func:`dnnpart.simulate.pipeline.simulate_pipeline`; plans that are not
-  pipelines get the per-device table only, with the reason.
+* content fitting the objective: throughput, latency and pipeline get a pipeline Gantt
+  (stages x time, F/B blocks per micro-batch) and memory over time per device, from
+  :func:`dnnpart.simulate.pipeline.simulate_pipeline` (plans that are not pipelines are
+  simulated as a chain of the devices' loads, said so); makespan gets the op-level timeline
+  and memory of :func:`dnnpart.simulate.emulate_ops` (paper 2); iteration gets the per-layer
+  configuration table (paper 3's Table 5 layout) instead of stages;
+* diagnostics (:mod:`dnnpart.evaluate.diagnose`): host offload, a one-operator bottleneck, a
+  bound equal to one operator's time;
+* the placement drawn on the graph, coloured by device (:mod:`dnnpart.viz.placement`;
+  contracted to modules on big graphs);
+* with ``plan --compare``: a table of the methods run (status, objective, bound, gap, how far
+  from the best, seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +37,7 @@ import numpy as np
 
 from dnnpart.evaluate import evaluate
 from dnnpart.frontends.build import ImportedModel
-from dnnpart.plan import Plan
+from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 
 
@@ -40,6 +51,7 @@ class ReportInput:
     meta: dict[str, Any] = field(default_factory=dict)  # plan file fields: method, status, bound...
     schedule: str = "1f1b"
     microbatches: int = 4
+    comparison: list[dict[str, Any]] = field(default_factory=list)  # rows of comparison_rows()
 
 
 def _fmt_bytes(x: float) -> str:
@@ -71,44 +83,101 @@ def _module_range(rep: ReportInput, device: int) -> str:
     return paths[0] if paths[0] == paths[-1] else f"{paths[0]} … {paths[-1]}"
 
 
-def build_report(rep: ReportInput) -> str:
-    """The HTML text.
+def comparison_rows(results: Sequence[tuple[str, SolveResult | str]]) -> list[dict[str, Any]]:
+    """One row per method run by ``plan --compare``: a result, or the reason it gave none.
+
+    ``vs_best`` is how much longer than the best objective among the rows (``best`` for it).
 
     Examples
     --------
-    >>> from dnnpart.testing import chain_problem
-    >>> p = chain_problem([1.0, 2.0, 3.0], n_accelerators=2)
-    >>> text = build_report(ReportInput(problem=p, plan=Plan(assignment=[0, 0, 1])))
-    >>> "<html" in text and "step time" in text
-    True
+    >>> from dnnpart.plan import Status
+    >>> a = SolveResult(method="dp", status=Status.OPTIMAL, plan=Plan(assignment=[0]), objective=2.0,
+    ...                 bound=2.0, wall_time_s=0.1)
+    >>> b = SolveResult(method="greedy", status=Status.FEASIBLE, plan=Plan(assignment=[0]),
+    ...                 objective=3.0, wall_time_s=0.0)
+    >>> [r["vs_best"] for r in comparison_rows([("dp", a), ("greedy", b), ("ip", "refused")])]
+    ['best', '+50%', '-']
     """
-    import matplotlib
+    finite = [r.objective for _, r in results if isinstance(r, SolveResult) and r.plan is not None
+              and math.isfinite(r.objective)]
+    best = min(finite, default=math.inf)
+    rows: list[dict[str, Any]] = []
+    for name, r in results:
+        if not isinstance(r, SolveResult):
+            rows.append({"method": name, "status": "no plan", "objective": None, "bound": None,
+                         "gap": None, "vs_best": "-", "seconds": None, "note": r})
+            continue
+        has = r.plan is not None and math.isfinite(r.objective)
+        vs = "-" if not has or not math.isfinite(best) else (
+            "best" if r.objective <= best * (1 + 1e-12) else f"+{100 * (r.objective / best - 1):.0f}%")
+        rows.append({"method": name, "status": r.status.value, "objective": r.objective if has else None,
+                     "bound": r.bound, "gap": r.gap, "vs_best": vs, "seconds": r.wall_time_s,
+                     "note": r.search_space or ""})
+    return rows
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def layer_rows(problem: Problem, plan: Plan) -> list[tuple[str, str, str, str, str]]:
+    """``(layer, op, output N x C x H x W, configuration, devices)`` of a layer-wise plan."""
+    from dnnpart.evaluate.iteration import iteration_configs, iteration_setting
+    from dnnpart.solvers.optcnn.configs import format_config
+
+    layers = iteration_setting(problem)[0].layers
+    configs = iteration_configs(problem, plan)
+    return [(layer.name, layer.op, "x".join(str(v) for v in layer.out_shape),
+             format_config(layer, cfg.degrees), ",".join(str(d) for d in cfg.devices))
+            for layer, cfg in zip(layers, configs, strict=True)]
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]] | list[list[str]], *, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return (f"<table{attr}><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+            + "</table>")
+
+
+def _num(x: float | None, unit: str = "") -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.4g}{unit}"
+
+
+def _timeline_figures(plt: Any, tl: Any, *, title: str, gantt: str) -> list[str]:
+    """A Gantt of a simulator's :class:`~dnnpart.simulate.Timeline` and its memory curves."""
+    parts: list[str] = []
+    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(tl.resources)))
+    # pipeline: forward blue, backward orange; ops: compute blue; transfers and the rest grey
+    colour = ["#F58518" if gantt == "pipeline" and str(w).startswith("B") else
+              "#4C78A8" if (gantt == "pipeline" and str(w).startswith("F")) or k == "compute" else
+              "#999999" for w, k in zip(tl.what, tl.kind, strict=True)]
+    if len(tl.start):
+        ax.barh(np.asarray(tl.resource), np.asarray(tl.end) - np.asarray(tl.start), left=tl.start,
+                color=colour, edgecolor="white", height=0.8, linewidth=0.3)
+    ax.set_yticks(range(len(tl.resources)), labels=list(tl.resources))
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title(title)
+    parts.append(f'<h2>{"Pipeline" if gantt == "pipeline" else "Timeline"}</h2>'
+                 f'<img alt="{html.escape(gantt)} Gantt" src="{_png(fig)}">')
+    plt.close(fig)
+    if tl.memory:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        for dev, curve in tl.memory.items():
+            ax.step(curve.times, np.asarray(curve.after) / 1e6, where="post", label=dev)
+        ax.set_xlabel("ms")
+        ax.set_ylabel("MB")
+        ax.legend(fontsize="small")
+        ax.set_title("memory over the step")
+        parts.append(f'<h2>Memory</h2><img alt="memory over time" src="{_png(fig)}">')
+        plt.close(fig)
+    return parts
+
+
+def _pipeline(rep: ReportInput, ev: Any, names: list[str]) -> tuple[Any, str, list[tuple[str, str]]]:
+    """``(simulation or None, why not, summary rows)`` of the plan run as a pipeline."""
     from dnnpart.simulate.pipeline import Stage, simulate_pipeline
     from dnnpart.simulate.stages import stages_from_plan
 
     problem, plan = rep.problem, rep.plan
-    ev = evaluate(problem, plan)
-    names = [d.name for d in problem.cluster.devices]
-    training = bool(problem.graph.is_training)
-    parts: list[str] = []
-    meta = rep.meta
-    bound = meta.get("bound")
-    space = meta.get("search_space") or "the method's search space"
-    summary = [
-        ("model", str(meta.get("model") or problem.name)),
-        ("method", str(meta.get("method", "?"))),
-        ("status", str(meta.get("status", "?"))),
-        ("objective", f"{ev.objective:.4g} ms — {problem.objective.describe()}"),
-        ("bound", f"{bound:.4g} ms (a lower bound among {space})" if isinstance(bound, (int, float))
-         else "none (the method proves nothing)"),
-        ("feasible", "yes" if ev.feasible else "no: " + "; ".join(ev.violations)),
-    ]
-    sim = None
-    why_no_sim = ""
     source = "the plan's stages"
     try:
         try:
@@ -126,71 +195,130 @@ def build_report(rep: ReportInput) -> str:
                             name=names[d]) for d in used]
             edges = None
         sim = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=rep.microbatches,
-                                schedule=rep.schedule, training=training)
-        summary.append(("simulated from", source))
-        summary += [
-            (f"step time ({rep.schedule}, {rep.microbatches} micro-batches)", f"{sim.step_time:.4g} ms"),
-            ("bubble", f"{100 * sim.bubble_fraction:.1f} % of the step"),
-            ("throughput", f"{1000.0 * rep.microbatches / sim.step_time:.4g} micro-batches/s"
-             if sim.step_time > 0 else "-"),
-        ]
+                                schedule=rep.schedule, training=bool(problem.graph.is_training))
     except ValueError as exc:
-        why_no_sim = str(exc)
-        summary.append(("step time", f"not simulated: {why_no_sim}"))
-    parts.append("<h2>Summary</h2><table>" + "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in summary) + "</table>")
+        return None, str(exc), [("step time", f"not simulated: {exc}")]
+    rows = [
+        ("simulated from", source),
+        (f"step time ({rep.schedule}, {rep.microbatches} micro-batches)", f"{sim.step_time:.4g} ms"),
+        ("bubble", f"{100 * sim.bubble_fraction:.1f} % of the step"),
+        ("throughput", f"{1000.0 * rep.microbatches / sim.step_time:.4g} micro-batches/s"
+         if sim.step_time > 0 else "-"),
+    ]
+    return sim, "", rows
 
-    order = list(dict.fromkeys(int(d) for d in plan.assignment))
-    n_nodes = np.bincount(plan.assignment, minlength=len(names))
-    params = np.zeros(len(names))
-    if problem.graph.param_bytes is not None:
-        np.add.at(params, plan.assignment, problem.graph.param_bytes)
-    head = ["stage", "device", "operators", "modules", "parameters", "forward ms", "backward ms", "load ms"]
-    mem_keys: list[str] = []
-    if sim is not None and sim.memory:
-        mem_keys = sorted({k for m in sim.memory.values() for k in m})
-        head += [f"{k}" for k in mem_keys]
-    rows = []
-    for s, d in enumerate(order):
-        row = [str(s), names[d], str(int(n_nodes[d])), _module_range(rep, d), _fmt_bytes(float(params[d])),
-               f"{ev.forward_load[d]:.4g}", f"{ev.backward_load[d]:.4g}", f"{ev.load[d]:.4g}"]
-        if mem_keys and sim is not None:
-            row += [_fmt_bytes(float(sim.memory.get(d, {}).get(k, 0.0))) for k in mem_keys]
-        rows.append(row)
-    parts.append("<h2>Stages</h2><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
-                 + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-                 + "</table>")
 
-    if sim is not None:
-        tl = sim.timeline
-        fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(tl.resources)))
-        for k in range(len(tl.start)):
-            label = tl.what[k]
-            color = "#4C78A8" if label.startswith("F") else "#F58518" if label.startswith("B") else "#999999"
-            ax.barh(int(tl.resource[k]), tl.end[k] - tl.start[k], left=tl.start[k], color=color,
-                    edgecolor="white", height=0.8)
-        ax.set_yticks(range(len(tl.resources)), labels=list(tl.resources))
-        ax.invert_yaxis()
-        ax.set_xlabel("ms")
-        ax.set_title(f"pipeline schedule {rep.schedule}, {rep.microbatches} micro-batches (F blue, B orange)")
-        parts.append(f'<h2>Pipeline</h2><img alt="pipeline Gantt" src="{_png(fig)}">')
-        plt.close(fig)
-        if tl.memory:
-            fig, ax = plt.subplots(figsize=(9, 3))
-            for dev, curve in tl.memory.items():
-                ax.step(curve.times, np.asarray(curve.after) / 1e6, where="post", label=dev)
-            ax.set_xlabel("ms")
-            ax.set_ylabel("MB")
-            ax.legend(fontsize="small")
-            ax.set_title("memory over the step")
-            parts.append(f'<h2>Memory</h2><img alt="memory over time" src="{_png(fig)}">')
-            plt.close(fig)
-    elif why_no_sim:
-        parts.append(f"<p>No pipeline figure: {html.escape(why_no_sim)}</p>")
+def _node_modules(rep: ReportInput) -> list[str] | None:
+    if rep.imported is None:
+        return None
+    path = {op.name: op.module_path.replace("/", ".") for op in rep.imported.ir.ops}
+    return [path.get(n, "") for n in rep.problem.graph.names]
+
+
+def build_report(rep: ReportInput) -> str:
+    """The HTML text.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 2.0, 3.0], n_accelerators=2)
+    >>> text = build_report(ReportInput(problem=p, plan=Plan(assignment=[0, 0, 1])))
+    >>> "<html" in text and "step time" in text and "<svg" in text
+    True
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dnnpart.evaluate.diagnose import bottleneck, bound_is_one_operator, host_offload
+    from dnnpart.viz.placement import placement_svg
+
+    problem, plan = rep.problem, rep.plan
+    ev = evaluate(problem, plan)
+    names = [d.name for d in problem.cluster.devices]
+    kind = problem.objective.kind
+    meta = rep.meta
+    bound = meta.get("bound")
+    space = meta.get("search_space") or "the method's search space"
+    summary = [
+        ("model", str(meta.get("model") or problem.name)),
+        ("method", str(meta.get("method", "?"))),
+        ("status", str(meta.get("status", "?"))),
+        ("objective", f"{ev.objective:.4g} ms — {problem.objective.describe()}"),
+        ("bound", f"{bound:.4g} ms (a lower bound among {space})" if isinstance(bound, (int, float))
+         else "none (the method proves nothing)"),
+        ("feasible", "yes" if ev.feasible else "no: " + "; ".join(ev.violations)),
+    ]
+    figures: list[str] = []
+    memory: dict[int, dict[str, float]] = {}  # per device: weights, gradients... (pipeline sim)
+    if kind == "makespan":
+        from dnnpart.simulate import emulate_ops
+
+        sched = emulate_ops(problem.graph, problem.cluster, plan.assignment)
+        summary.append(("makespan (op-level emulation)", f"{sched.makespan:.4g} ms"))
+        summary += [(f"peak memory {names[d]}", _fmt_bytes(float(p)))
+                    for d, p in enumerate(sched.peak_memory) if p > 0]
+        figures = _timeline_figures(plt, sched.timeline(), gantt="ops",
+                                    title="op-level timeline (compute blue, transfers grey)")
+    elif kind != "iteration":
+        sim, why, sim_rows = _pipeline(rep, ev, names)
+        summary += sim_rows
+        if sim is not None:
+            figures = _timeline_figures(
+                plt, sim.timeline, gantt="pipeline",
+                title=f"pipeline schedule {rep.schedule}, {rep.microbatches} micro-batches "
+                      "(F blue, B orange)")
+            memory = sim.memory
+        else:
+            figures = [f"<p>No pipeline figure: {html.escape(why)}</p>"]
+    labels = None
+    modules = _node_modules(rep)
+    if modules is not None:
+        labels = {n: f"{m} ({n})" for n, m in zip(problem.graph.names, modules, strict=True) if m}
+    notes = [host_offload(problem, plan), bottleneck(problem, plan, labels=labels),
+             bound_is_one_operator(problem, bound if isinstance(bound, (int, float)) else None,
+                                   labels=labels)]
+    summary += [("diagnostic", n) for n in notes if n]
+    parts = ["<h2>Summary</h2><table>" + "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in summary) + "</table>"]
+
+    if kind == "iteration":
+        parts.append("<h2>Layers</h2>" + _table(
+            ("layer", "op", "output (N, C, H, W)", "configuration", "devices"), layer_rows(problem, plan)))
+    else:
+        order = list(dict.fromkeys(int(d) for d in plan.assignment))
+        n_nodes = np.bincount(plan.assignment, minlength=len(names))
+        params = np.zeros(len(names))
+        if problem.graph.param_bytes is not None:
+            np.add.at(params, plan.assignment, problem.graph.param_bytes)
+        head = ["stage", "device", "operators", "modules", "parameters", "forward ms", "backward ms",
+                "load ms"]
+        mem_keys = sorted({k for m in memory.values() for k in m})
+        head += mem_keys
+        stage_rows = []
+        for st, d in enumerate(order):
+            row = [str(st), names[d], str(int(n_nodes[d])), _module_range(rep, d),
+                   _fmt_bytes(float(params[d])), f"{ev.forward_load[d]:.4g}", f"{ev.backward_load[d]:.4g}",
+                   f"{ev.load[d]:.4g}"]
+            row += [_fmt_bytes(float(memory.get(d, {}).get(k, 0.0))) for k in mem_keys]
+            stage_rows.append(row)
+        parts.append("<h2>Stages</h2>" + _table(head, stage_rows))
+    parts += figures
+    if kind != "iteration":
+        parts.append("<h2>Placement</h2>" + placement_svg(problem, plan, modules=modules))
+    if rep.comparison:
+        parts.append("<h2>Methods compared</h2>" + _table(
+            ("method", "status", "objective ms", "bound ms", "gap", "vs best", "seconds", "search space"),
+            [(r["method"], r["status"], _num(r["objective"]), _num(r["bound"]),
+              "-" if r["gap"] is None else f"{100 * r['gap']:.2f}%", r["vs_best"],
+              "-" if r["seconds"] is None else f"{r['seconds']:.2f}", str(r["note"]))
+             for r in rep.comparison], cls="compare"))
 
     style = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
-             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
-             "img{max-width:100%}")
+             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}"
+             "th{background:#f3f3f3}"
+             "img{max-width:100%}svg{border:1px solid #eee;margin:1em 0}")
     title = f"dnnpart plan report: {html.escape(str(meta.get('model') or problem.name))}"
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
             f"</head><body><h1>{title}</h1>{''.join(parts)}</body></html>")

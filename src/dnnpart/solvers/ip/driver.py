@@ -259,10 +259,16 @@ def _backend_phase(problem: Problem, built: ThroughputModel | LatencyModel, name
     clock = Stopwatch(seconds)
 
     def report(incumbent: float, bound: float, elapsed: float) -> None:
-        if progress is not None:
+        if progress is None:
+            return
+        # HiGHS also reports between incumbents (no plan or no bound yet); the reporter
+        # adds the elapsed time
+        parts = [f"incumbent {incumbent:.6g}" if math.isfinite(incumbent) else "no plan yet",
+                 f"bound {bound:.6g}" if math.isfinite(bound) else "no bound yet"]
+        if math.isfinite(incumbent) and math.isfinite(bound):
             gap = (incumbent - bound) / incumbent if incumbent > 0 else 0.0
-            progress.update(f"IP ({name}): incumbent {incumbent:.6g}, bound {bound:.6g}, "
-                            f"gap {100 * max(gap, 0):.2f}%, {elapsed:.1f} s")
+            parts.append(f"gap {100 * max(gap, 0):.2f}%")
+        progress.update(f"IP ({name}): " + ", ".join(parts))
 
     settings = BackendSettings(time_limit=seconds, gap=opts["gap"], threads=opts["threads"],
                                seed=opts["seed"], deterministic=opts["deterministic"],

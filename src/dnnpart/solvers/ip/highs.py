@@ -134,6 +134,19 @@ def _solve_in_process(model: MipModel, settings: BackendSettings) -> BackendOutc
               time.perf_counter() - started, file=sys.stderr, flush=True)
 
     h.cbMipImprovingSolution.subscribe(improving)
+    # a live status between incumbents: the dual bound moves without new solutions (the
+    # interrupt callback runs often; one line a second is enough for the CLI's reporter)
+    last = [started]
+
+    def polled(event: Any) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            out = event.data_out
+            print(_PROGRESS, float(out.mip_primal_bound), float(out.mip_dual_bound),
+                  now - started, file=sys.stderr, flush=True)
+
+    h.cbMipInterrupt.subscribe(polled)
     run_blocking(h.run, h.cancelSolve)
     status = h.getModelStatus()
     name = h.modelStatusToString(status)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnpart import interrupt
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, OpDag
 
@@ -90,6 +91,8 @@ def partition_dp(
     arg_r = np.zeros((n_id, s_n + 1, d_n + 1), np.int64)
     r_opts = [replicas] if replicas is not None else list(range(1, d_n + 1))
     for i in range(1, n_id):
+        if interrupt.stop_requested():  # the loop is quadratic in ideals: stop at once
+            raise interrupt.Stopped
         sub = ~np.any(mask & ~mask[i], axis=1)
         sub[i] = False
         js = np.nonzero(sub)[0]
