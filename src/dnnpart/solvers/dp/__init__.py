@@ -583,9 +583,11 @@ def solve_dp(
     if progress is not None:
         progress.update(f"DP: contracted to {stage.n_stage_nodes:,} forward nodes", 0.0)
     _check_cap(max_memory_bytes, "max_memory_bytes")
+    max_threads = _threads(threads)
     lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals),
                                      max_memory_bytes=int(max_memory_bytes),
-                                     bytes_per_ideal=_table_bytes(problem, replication))
+                                     bytes_per_ideal=_table_bytes(problem, replication,
+                                                                  max_threads))
     t_enum = clock.elapsed
     if progress is not None:
         progress.update(f"DP: {lattice.n_ideals:,} ideals enumerated, {t_enum:.1f} s", 0.0)
@@ -602,7 +604,7 @@ def solve_dp(
                      replication=replication)
         upper, incumbent = dpl.value, dpl.plan()
         stats["upper_bound"] = upper
-    n_threads = _threads(threads) if lattice.n_ideals >= THREADED_IDEALS else 1
+    n_threads = max_threads if lattice.n_ideals >= THREADED_IDEALS else 1
     out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress,
                  replication=replication, work_bound=_flag(work_bound, "work_bound"),
                  threads=n_threads)
@@ -642,10 +644,11 @@ def _threads(threads: object) -> int:
     return int(threads)
 
 
-def _table_bytes(problem: Problem, replication: bool) -> int:
-    """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, stamp, counts)."""
+def _table_bytes(problem: Problem, replication: bool, threads: int = 1) -> int:
+    """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, counts), one stamp
+    per thread, and the work bound's and the levels' per-ideal sums."""
     cells = (problem.cluster.n_accelerators + 1) * (problem.cluster.n_cpus + 1)
-    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4
+    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4 * threads + 16
 
 
 def _check_cap(value: object, name: str) -> None:
