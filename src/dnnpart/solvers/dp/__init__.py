@@ -50,6 +50,16 @@ have on any number of replicas (compute / k'' with its all-reduce), which also o
 with the slice. It cuts far less (a slice may hold up to ``k`` times the bound's compute),
 so large lattices take several times longer: layer InceptionV3 inference (6 accelerators,
 1 CPU) prices 579 M slices in ~150 s CPU instead of 227 M in ~20 s.
+
+Without replication a work bound (not in the paper; exact) skips the cells ``(I, a, c)``
+whose ideal's work cannot fit on ``a`` accelerators and ``c`` CPUs below ``UB``, or whose
+remaining work cannot fit on the devices left (a CPU counted as the fraction of an
+accelerator its fastest node allows); a row's walk stops where the slice's compute reaches
+the worst best value so far of the row's live cells. Layer InceptionV3 inference: 36.8 M
+slices. Lattices from ``THREADED_IDEALS`` ideals fill the rows of each level (ideals of one
+size, which read only smaller ones) in threads; the tables are the same. Small lattices
+before numba is loaded fill their rows in numpy (:mod:`dnnpart.solvers.dp.small`). Figures
+and what was tried: ``docs/performance.md``.
 """
 
 from __future__ import annotations
