@@ -30,7 +30,7 @@ from dnnpart.graph import (
     topological_levels,
     width,
 )
-from dnnpart.graph.ideals import enumerate_ideals
+from dnnpart.graph.ideals import count_dag_ideals, dag_ideals, enumerate_ideals
 from dnnpart.testing.strategies import DagSpec, dags
 
 
@@ -147,6 +147,19 @@ def test_enumerate_ideals_lists_each_ideal_once_by_size(dag: DagSpec) -> None:
     assert sizes == sorted(sizes)
     for bits in ideals:
         assert _ideal_by_definition(g, {v for v in range(g.n_nodes) if bits >> v & 1})
+
+
+@given(dags(max_nodes=10, density=0.3), st.integers(0, 40))
+def test_count_dag_ideals_matches_brute_force_and_stops_at_its_limit(dag: DagSpec, limit: int) -> None:
+    g = _graph(dag)
+    expected = sum(_ideal_by_definition(g, s) for s in _subsets(g.n_nodes))
+    src, dst = g.edge_sources().tolist(), g.succ_idx.tolist()
+    assert count_dag_ideals(g.n_nodes, src, dst, limit=10**6) == expected
+    assert count_dag_ideals(g.n_nodes, src, dst, limit=limit) == min(expected, limit + 1)
+    listed = dag_ideals(g.n_nodes, src, dst, limit=limit)
+    assert (listed is None) == (expected > limit)
+    if listed is not None:
+        assert sorted(listed) == sorted(enumerate_ideals(g))
 
 
 def test_count_ideals_limit_raises() -> None:

@@ -20,7 +20,7 @@ from dnnpart.devices.cluster import Link
 from dnnpart.devices.routing import route_path
 from dnnpart.devices.topology import cluster_from_links
 from dnnpart.graph.core import CONTROL, NORMAL, RESIDUAL, build_graph
-from dnnpart.simulate import emulate_makespan, emulate_ops, track_memory
+from dnnpart.simulate import emulate_makespan, emulate_ops, tensor_bytes, track_memory
 from dnnpart.simulate.op_kernels import emulate_kernel
 
 
@@ -264,3 +264,20 @@ def test_track_memory_without_curves_gives_the_same_peaks():
     start, finish = np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
     peaks, _ = track_memory(g, [0, 0, 0], start, finish, 1, curves=False)
     assert peaks.tolist() == [13.0]  # 6 and 7 at t=2 (5 freed when 1 started, at t=1: 5+6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases())
+def test_memory_sweep_equals_its_plain_python_twin(case):
+    g, c, a, contention = case
+    from dnnpart.simulate.memory_kernels import memory_sweep
+
+    s = emulate_ops(g, c, a, contention=contention, memory=False)
+    times = np.concatenate((s.start, s.finish))
+    _, rank = np.unique(times, return_inverse=True)
+    n = g.n_nodes
+    args = (g.succ_ptr.astype(np.int64), g.succ_idx.astype(np.int64), np.asarray(a, np.int64),
+            tensor_bytes(g), g.memory_classes() == NORMAL, rank[:n].astype(np.int64),
+            rank[n:].astype(np.int64), int(rank.max(initial=-1)) + 1, c.n_devices)
+    for x, y in zip(memory_sweep(*args), memory_sweep.py_func(*args), strict=True):
+        np.testing.assert_array_equal(x, y)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import numpy.typing as npt
 
 from dnnpart.solvers.pardnn import kernels as kern
 from dnnpart.solvers.pardnn.inputs import Costs, IntArray
@@ -26,13 +27,17 @@ BATCH = 64
 
 
 def linear_clusters(
-    costs: Costs, time_limit: float | None = None
+    costs: Costs, time_limit: float | None = None, *, free: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[IntArray, IntArray, IntArray, bool]:
-    """``(cluster, cl_ptr, cl_nodes, finished)``: node -> cluster and clusters in path order."""
-    n = costs.n
-    alive = np.ones(n, np.bool_)
-    cluster = np.full(n, -1, np.int64)
-    order_nodes = np.zeros(n, np.int64)
+    """``(cluster, cl_ptr, cl_nodes, finished)``: node -> cluster and clusters in path order.
+
+    Nodes outside ``free`` (default: none) belong to no cluster (``-1``), as in
+    :func:`~dnnpart.solvers.pardnn.slicing.slice_graph`.
+    """
+    alive = np.ones(costs.n, np.bool_) if free is None else np.asarray(free, np.bool_).copy()
+    n = int(alive.sum())
+    cluster = np.full(costs.n, -1, np.int64)
+    order_nodes = np.zeros(costs.n, np.int64)
     ptr = np.zeros(n + BATCH + 1, np.int64)
     start = time.perf_counter()
     pos, c = 0, 0
@@ -52,13 +57,14 @@ def linear_clusters(
         order = live[np.lexsort((live, tl[live], -(tl[live] + bl[live])))].astype(np.int64)
         c = int(kern.slice_secondaries(order, costs.succ_ptr, costs.succ_idx, costs.comm, bl, alive, cluster,
                                        order_nodes, ptr, pos, c))
-    return cluster, ptr[: c + 1].copy(), order_nodes, finished
+    return cluster, ptr[: c + 1].copy(), order_nodes[: int(ptr[c])].copy(), finished
 
 
 def glb_est_first(costs: Costs, cluster: IntArray, cl_ptr: IntArray, cl_nodes: IntArray, k: int) -> IntArray:
-    """GLB with EST-first ordering: node -> device."""
+    """GLB with EST-first ordering: node -> device (``-1`` for nodes outside every cluster)."""
     src = costs.edge_sources()
-    comm_cl = np.where(cluster[src] != cluster[costs.succ_idx], costs.comm, 0.0)
+    key = np.where(cluster >= 0, cluster, -2 - np.arange(costs.n))  # unclustered: each its own
+    comm_cl = np.where(key[src] != key[costs.succ_idx], costs.comm, 0.0)
     tl, _ = levels(costs, comm=comm_cl)
     first = cl_nodes[cl_ptr[:-1]]
     order = np.lexsort((first, tl[first]))
@@ -69,7 +75,8 @@ def glb_est_first(costs: Costs, cluster: IntArray, cl_ptr: IntArray, cl_nodes: I
         d = min(range(k), key=lambda q: (loads[q], q))
         device_of[c] = d
         loads[d] += float(weight[c])
-    return device_of[cluster]
+    out: IntArray = np.where(cluster >= 0, device_of[np.maximum(cluster, 0)], -1)
+    return out
 
 
 def linear_clustering(costs: Costs, k: int, time_limit: float | None = None) -> tuple[IntArray, bool]:

@@ -22,7 +22,10 @@ For the ``pipeline`` objective (paper 4's baseline, "PipeDream + CS") step 3 is 
 Parmesan's phase-1 DP with a fixed stage count ``S`` and ``R`` replicas per stage
 (``stages``, ``replicas`` options, or searched over the divisor pairs of ``D`` as for
 ``parmesan``) on the contracted graph, without clustering or refinement, and the stages are
-mapped by CS (``mapping=cs``; ``mapping=parmesan`` gives paper 4's "+ our map" row).
+mapped by CS (``mapping=cs``; ``mapping=parmesan`` gives paper 4's "+ our map" row). When the
+contracted graph's fronted subgraphs do not fit the DP's cap (autograd graphs such as Swin-L's
+keep hundreds of parameter sources after the contraction), the DP runs over the prefixes of one
+linear order (every source just before its first consumer) -- PipeDream's own path DP.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ def solve_pipedream(
         options.setdefault("mapping", "cs")
         return run_parmesan(
             problem, method="pipedream", time_limit=time_limit, progress=progress, k=None,
-            refine_steps=0, graph=contracted.graph,
+            refine_steps=0, graph=contracted.graph, path_fallback=True,
             search_space="pipelines of S stages x R replicas over the branch-contracted path",
             **options)
     options.pop("deterministic", None)  # the throughput DP is deterministic already

@@ -100,27 +100,58 @@ def test_auto_keeps_step_one_when_it_fits_and_runs_heuristic_one_otherwise() -> 
     assert not r2.stats["auto_fits_without_heuristic"] and "heuristic1_success" in r2.stats
 
 
-def test_cp_guard_keeps_the_faster_of_step_one_and_the_cp_heuristic() -> None:
-    """With ``cp_guard`` (default) the objective is min(step 1, CP), ties to step 1."""
+def layered_problem(seed: int, width: int = 4, n: int = 160):  # type: ignore[no-untyped-def]
     from dnnpart.cost.clusters import resolve_cluster
     from dnnpart.graph import build_graph
     from dnnpart.problem import Objective, Problem
+
+    rng = np.random.default_rng(seed)
+    layer = np.arange(n) // width
+    pairs = sorted({(int(u), v) for v in range(width, n)
+                    for u in rng.integers((layer[v] - 1) * width, layer[v] * width, size=3)})
+    src, dst = zip(*pairs, strict=True)
+    comp = rng.gamma(2.0, 1.0, n)
+    g = build_graph(np.arange(n), src, dst, compute_time=np.c_[comp * 3, comp],
+                    edge_cost=np.ones(len(src)), output_bytes=rng.gamma(1.5, 1e6, n))
+    return Problem(graph=g, cluster=resolve_cluster("4xV100").cluster, objective=Objective(kind="makespan"))
+
+
+def test_cp_guard_keeps_the_faster_of_step_one_and_the_cp_heuristic() -> None:
+    """With ``cp_guard`` alone the objective is min(step 1, CP), ties to step 1."""
     from dnnpart.solvers import solve
 
+    paper = {"lc_slicing": False, "glb_mapping": False, "refine_evals": 0}
     for seed in range(6):
-        rng = np.random.default_rng(seed)
-        width, n = 4, 160
-        layer = np.arange(n) // width
-        pairs = sorted({(int(u), v) for v in range(width, n)
-                        for u in rng.integers((layer[v] - 1) * width, layer[v] * width, size=3)})
-        src, dst = zip(*pairs, strict=True)
-        comp = rng.gamma(2.0, 1.0, n)
-        g = build_graph(np.arange(n), src, dst, compute_time=np.c_[comp * 3, comp],
-                        edge_cost=np.ones(len(src)), output_bytes=rng.gamma(1.5, 1e6, n))
-        p = Problem(graph=g, cluster=resolve_cluster("4xV100").cluster, objective=Objective(kind="makespan"))
-        guarded, plain, cp = solve(p, "pardnn"), solve(p, "pardnn", cp_guard=False), solve(p, "cp-heuristic")
+        p = layered_problem(seed)
+        guarded, plain = solve(p, "pardnn", **paper), solve(p, "pardnn", cp_guard=False, **paper)
+        cp = solve(p, "cp-heuristic")
         assert guarded.objective <= cp.objective + 1e-9
         expect = plain if plain.objective <= cp.objective else cp
         assert guarded.objective == pytest.approx(expect.objective)
         assert guarded.stats["step1_source"] == ("pardnn" if expect is plain else "cp-heuristic")
-        assert "step1_source" not in plain.stats
+        assert plain.stats["step1_source"] == "pardnn"
+
+
+def test_portfolio_is_no_worse_than_any_candidate_and_refinement_never_hurts() -> None:
+    """Defaults: min over (step 1, LFLAM on the LC slicing, GLB on Alg. 1's slicing, CP) then
+    the refinement, which
+    only keeps strictly improving moves; the objective is the evaluator's."""
+    from dnnpart.evaluate import evaluate
+    from dnnpart.solvers import solve
+
+    for seed in range(4):
+        p = layered_problem(seed, width=int(3 + seed))
+        full = solve(p, "pardnn")
+        unrefined = solve(p, "pardnn", refine_evals=0)
+        plain = solve(p, "pardnn", cp_guard=False, lc_slicing=False, glb_mapping=False, refine_evals=0)
+        lc_only = solve(p, "pardnn", cp_guard=False, glb_mapping=False, refine_evals=0)
+        glb_only = solve(p, "pardnn", cp_guard=False, lc_slicing=False, refine_evals=0)
+        cp = solve(p, "cp-heuristic")
+        assert unrefined.objective <= min(plain.objective, lc_only.objective, glb_only.objective,
+                                          cp.objective) + 1e-9
+        assert full.objective <= unrefined.objective + 1e-9
+        assert full.objective == pytest.approx(evaluate(p, full.plan).objective)
+        assert full.stats["refine_evals"] <= 200
+        assert (full.objective < unrefined.objective) == (full.stats["refine_moves"] > 0)
+        assert lc_only.stats["step1_source"] in ("pardnn", "pardnn-lc-slicing")
+        assert glb_only.stats["step1_source"] in ("pardnn", "pardnn-slicing-glb")

@@ -84,17 +84,23 @@ def training_like(rng: np.random.Generator, n: int) -> tuple[Costs, np.ndarray, 
     return costs, mem.astype(float), cls, variable
 
 
-def test_success_is_the_emulators_verdict_and_references_follow() -> None:
-    rng = np.random.default_rng(0)
-    successes = 0
-    for _ in range(60):
+def overloaded(seed: int, count: int):  # type: ignore[no-untyped-def]
+    """``count`` random training-like instances with everything on device 0 and caps of
+    0.5-0.9 x that placement's peak: ``(n, k, costs, mem, cls, variable, emulate, device, caps)``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
         n, k = int(rng.integers(6, 22)), int(rng.integers(2, 4))
         costs, mem, cls, variable = training_like(rng, n)
         emulate = double(costs, mem, cls, k)
         device = np.zeros(n, np.int64)  # everything on device 0: overflows to fix
         device[variable >= 0] = device[variable[variable >= 0]]
-        start_peak = emulate(device).peak_memory.max()
-        caps = np.full(k, float(rng.uniform(0.5, 0.9)) * start_peak)
+        caps = np.full(k, float(rng.uniform(0.5, 0.9)) * emulate(device).peak_memory.max())
+        yield n, k, costs, mem, cls, variable, emulate, device, caps
+
+
+def test_success_is_the_emulators_verdict_and_references_follow() -> None:
+    successes = 0
+    for n, k, costs, mem, cls, variable, emulate, device, caps in overloaded(0, 60):
         result = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
                                variable=variable)
         refs = variable >= 0
@@ -156,3 +162,81 @@ def test_time_limit_zero_reports_the_input_placement() -> None:
     caps = np.full(2, 0.5 * emulate(device).peak_memory.max())
     r = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate, time_limit=0.0)
     assert not r.success and r.moved_nodes == 0 and np.array_equal(r.device, device)
+
+
+def naive_potentials(costs: Costs, device: np.ndarray, mem: np.ndarray, residual: np.ndarray,
+                     start: np.ndarray, finish: np.ndarray, pe: int, t: float) -> np.ndarray:
+    """M_pot node by node, straight from the definition in overflow.py's docstring."""
+    src, dst = costs.edge_sources().tolist(), costs.succ_idx.tolist()
+    pot = np.zeros(costs.n)
+    for n in range(costs.n):
+        if device[n] != pe:
+            continue
+        local = [start[v] for u, v in zip(src, dst, strict=True) if u == n and device[v] == pe]
+        end = max([finish[n], *local])
+        if residual[n] or start[n] <= t <= end:
+            pot[n] += mem[n]
+    for u in range(costs.n):
+        later = [v for x, v in zip(src, dst, strict=True) if x == u and device[v] == pe and start[v] >= t]
+        if len(later) == 1 and finish[u] <= t and not residual[u] and mem[u] > 0:
+            pot[later[0]] += mem[u]
+    return pot
+
+
+def test_memory_potentials_kernel_and_twin_equal_the_definition() -> None:
+    from dnnpart.solvers.pardnn import kernels
+    from dnnpart.solvers.pardnn.overflow import memory_potentials
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n, k = int(rng.integers(2, 25)), int(rng.integers(1, 4))
+        costs, mem, cls, _ = training_like(rng, n)
+        device = rng.integers(0, k, n)
+        start = rng.integers(0, 10, n).astype(float)
+        finish = start + rng.integers(0, 3, n)
+        residual = cls == RESIDUAL
+        pe, t = int(rng.integers(0, k)), float(rng.integers(0, 12))
+        expected = naive_potentials(costs, device, mem, residual, start, finish, pe, t)
+        np.testing.assert_allclose(memory_potentials(costs, device, mem, residual, start, finish, pe, t),
+                                   expected)
+        twin = kernels.memory_potentials_kernel.py_func(costs.succ_ptr, costs.succ_idx, device, mem,
+                                                        residual, start, finish, pe, t)
+        np.testing.assert_allclose(twin, expected)
+
+
+def test_time_limit_is_enforced_inside_rounds(monkeypatch) -> None:
+    """A fake clock where each emulation costs 10 s: with 25 s, a third emulation (ending at
+    30 s) must never start, although the budget is not yet spent when the second one ends."""
+    import types
+
+    from dnnpart.solvers.pardnn import overflow
+
+    clock = [0.0]
+    monkeypatch.setattr(overflow, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    long_runs = 0
+    for _n, _k, costs, mem, cls, variable, inner, device, caps in overloaded(0, 60):
+        calls = [0]
+
+        def emulate(device, inner=inner, calls=calls):  # type: ignore[no-untyped-def]
+            clock[0] += 10.0
+            calls[0] += 1
+            return inner(device)
+
+        free = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
+                             variable=variable)
+        unlimited = calls[0]
+        calls[0], clock[0] = 0, 0.0
+        capped = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
+                               variable=variable, time_limit=25.0)
+        assert clock[0] <= 25.0 and calls[0] == min(unlimited, 2)
+        assert capped.success == (free.success and unlimited <= 2)
+        long_runs += unlimited >= 3
+    assert long_runs >= 3  # the limit actually cut some runs short
+
+
+def test_a_stop_request_ends_heuristic_one_with_the_input_placement() -> None:
+    for _n, _k, costs, mem, cls, variable, emulate, device, caps in overloaded(3, 5):
+        r = heuristic_one(costs, device, mem=mem, memory_class=cls, caps=caps, emulate=emulate,
+                          variable=variable, stop=lambda: True)
+        fits = bool(np.all(emulate(device).peak_memory <= caps))
+        assert r.success == fits and r.moved_nodes == 0 and np.array_equal(r.device, device)

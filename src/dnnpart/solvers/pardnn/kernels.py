@@ -366,3 +366,39 @@ def fw_build(values):
         if j < m:
             tree[j] += tree[i]
     return tree
+
+
+# -- memory heuristic I --------------------------------------------------------------------
+@kernel
+def memory_potentials_kernel(succ_ptr, succ_idx, device, mem, residual, start, finish, pe, t):
+    """``M_pot(n, t)`` of heuristic I for every node, 0 off ``pe`` (see ``overflow.py``).
+
+    A node on ``pe`` counts its own bytes when residual or alive at ``t`` (``st <= t <=``
+    max(finish, last start of its consumers on its own device)); an input ``u`` finished by
+    ``t``, not residual, whose only edge into ``pe`` starting at or after ``t`` goes to ``v``,
+    adds its bytes to ``v``. One pass over the edges instead of ``np.maximum.at`` /
+    ``np.add.at`` (heuristic I calls this twice per overflowing device per round).
+    """
+    n = device.shape[0]
+    pot = np.zeros(n)
+    into = np.zeros(n, np.int64)
+    for u in range(n):
+        du = device[u]
+        last = -np.inf
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ_idx[e]
+            if device[v] == du and start[v] > last:
+                last = start[v]
+            if device[v] == pe and start[v] >= t:
+                into[u] += 1
+        if du == pe:
+            end = finish[u] if finish[u] > last else last
+            if residual[u] or (start[u] <= t and t <= end):
+                pot[u] = mem[u]
+    for u in range(n):
+        if into[u] == 1 and finish[u] <= t and not residual[u] and mem[u] > 0:
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                v = succ_idx[e]
+                if device[v] == pe and start[v] >= t:
+                    pot[v] += mem[u]
+    return pot

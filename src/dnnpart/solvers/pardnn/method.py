@@ -19,16 +19,19 @@ registry does not list them. Heuristic I runs step 1 without heuristic II, then 
 handler with caps ``memory_fraction`` x each accelerator's memory, against
 ``dnnpart.simulate.emulate_ops``.
 
-**CP guard (``cp_guard=true``, default; our addition, not the paper's).** Step 1 is scored
-by the op-level emulator beside the CP heuristic's placement (same costs and constraints),
-and the lower emulated makespan is kept as the step-1 placement that the memory heuristics
-start from; ``stats["step1_source"]`` says which (``pardnn`` or ``cp-heuristic``). Reason:
-on dense graphs whose width is close to K the K primaries (heaviest paths of the residual
-graph) swallow almost every node, leave LFLAM nothing to map and idle where layers are
-narrow, while the CP heuristic list-schedules the same nodes; measured on layered DAGs the
-paper's step 1 alone was <= CP in 14/20 cells (worst 1.066x). The paper compares with the CP
-heuristic only as a baseline; ``cp_guard=false`` gives the paper's step 1 unguarded. The
-guard does not run with ``memory_heuristic=2`` (heuristic II is part of step 1 there).
+**Step-1 portfolio and refinement (options ``cp_guard``, ``lc_slicing``, ``glb_mapping``,
+``refine_evals``; our additions, not the paper's; :mod:`dnnpart.solvers.pardnn.portfolio`).**
+Step 1 is scored by the op-level emulator beside LFLAM on the linear-clustering slicing,
+Alg. 1's slicing mapped by GLB, and the CP heuristic's placement (same costs and
+constraints); the two of lowest emulated makespan are refined along their emulated critical
+chains (:mod:`dnnpart.solvers.pardnn.refine`, at most ``refine_evals`` emulations each;
+default 200, fewer above 20k nodes) and the better is kept (``stats["step1_source"]``:
+``pardnn``, ``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) as the
+placement the memory heuristics start from.
+Reason: on the captured training graphs the paper's step 1 alone is strictly faster than
+LC+GLB in 9 of 20 cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false
+glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of it runs with
+``memory_heuristic=2`` (heuristic II is part of step 1 there).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.levels import critical_path_length
 from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memory
 from dnnpart.solvers.pardnn.overflow import MEMORY_FRACTION, heuristic_one
+from dnnpart.solvers.pardnn.portfolio import LC_SLICING_MAX_NODES, REFINE_EVALS, REFINE_WORK
 from dnnpart.solvers.pardnn.solver import pardnn
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
@@ -138,24 +142,6 @@ def _flag(value: bool | str | int, name: str) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
-def cp_guarded(
-    problem: Problem, costs: Costs, lay: Layout, device: IntArray, fixed: IntArray, variable: IntArray,
-) -> tuple[IntArray, str]:
-    """The step-1 placement or the CP heuristic's, whichever the emulator finds faster.
-
-    Ties keep PARDNN's placement. The CP placement obeys the same pins and colocation groups.
-    """
-    from dnnpart.baselines.cp_heuristic import cp_heuristic
-    from dnnpart.simulate import emulate_makespan
-    from dnnpart.solvers.pardnn.constraints import follow_variables
-
-    cp = np.where(fixed >= 0, fixed, cp_heuristic(costs, lay.k)).astype(np.int64)
-    follow_variables(cp, np.where(fixed < 0, variable, -1))
-    ours = emulate_makespan(problem.graph, problem.cluster, lay.to_global[device])[0]
-    theirs = emulate_makespan(problem.graph, problem.cluster, lay.to_global[cp])[0]
-    return (cp, "cp-heuristic") if theirs < ours else (device, "pardnn")
-
-
 def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
     return fixed_devices(graph, lay.kinds)
 
@@ -175,12 +161,20 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
                "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
         Option("cp_guard", bool, True, "keep the CP heuristic's placement where it emulates "
                "faster than step 1 (ours, not the paper's)"),
+        Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
+               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
+        Option("glb_mapping", bool, True, "also try Alg. 1's slicing mapped by GLB (EST-first) "
+               "instead of LFLAM (ours, not the paper's)"),
+        Option("refine_evals", int, None, "emulations for the critical-chain refinement of step 1 "
+               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes; 0: no "
+               "refinement; ours, not the paper's)", minimum=0),
     ),
 )
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     memory_heuristic: str | int = "auto", memory_fraction: float = MEMORY_FRACTION,
     cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, cp_guard: bool | str = True,
+    lc_slicing: bool | str = True, glb_mapping: bool | str = True, refine_evals: int | None = None,
     **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
@@ -205,8 +199,20 @@ def solve_pardnn(
                     memory_heuristic=step1, cp_split_threshold=threshold)
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
-    if _flag(cp_guard, "cp_guard") and step1 == "none" and lay.k > 1:
-        device, stats["step1_source"] = cp_guarded(problem, costs, lay, device, fixed, variable)
+    if step1 == "none" and lay.k > 1:
+        from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
+
+        evals = None if refine_evals is None else int(refine_evals)
+        if evals is not None and evals < 0:
+            raise ValueError(f"refine_evals must be >= 0, got {refine_evals!r}")
+        device, more = step_one_portfolio(
+            graph, problem.cluster, costs, lay.k, lay.to_global, device, fixed, variable,
+            slicing=result.slicing, cp_guard=_flag(cp_guard, "cp_guard"),
+            lc_slicing=_flag(lc_slicing, "lc_slicing"), glb_mapping=_flag(glb_mapping, "glb_mapping"),
+            refine_evals=evals,
+            time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0),
+            stop=clock.expired)
+        stats.update(more)
     caps = memory_fraction * problem.cluster.memory_capacity()[lay.to_global[: lay.k]]
     if memory_heuristic == "auto":
         from dnnpart.simulate import emulate_ops
@@ -221,7 +227,8 @@ def solve_pardnn(
         h1 = heuristic_one(costs, device, mem=tensor_bytes(graph), memory_class=graph.memory_classes(),
                            caps=caps, emulate=_emulator(problem, lay), variable=variable,
                            fixed=fixed >= 0,
-                           time_limit=None if time_limit is None else max(time_limit - clock.elapsed, 0.0))
+                           time_limit=None if time_limit is None else max(time_limit - clock.elapsed, 0.0),
+                           stop=clock.expired)
         device = h1.device
         stats.update(heuristic1_success=h1.success, heuristic1_moved=h1.moved_nodes,
                      heuristic1_rounds=h1.rounds)

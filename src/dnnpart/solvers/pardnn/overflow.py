@@ -31,8 +31,11 @@ at its first overflow and then at its peak:
   index. A node no device can take is dropped for the round.
 
 A moved node is never moved again. The handler stops with success when no device exceeds
-its cap, and with failure when a round moves nothing, ``max_rounds`` is reached or
-``time_limit`` has passed. A failure
+its cap, and with failure when a round moves nothing or ``max_rounds`` is reached, or when
+the ``time_limit`` would be passed: before each device's relief and before each round's
+closing emulation, the time left must cover one more emulation (as long as the last one
+took), so a run ends within about one relief step of its budget instead of finishing a
+round past it. A failure
 returns the best placement seen (smallest worst excess over the caps, the input placement
 included) and names, for it, the device, the node running there at ``t*`` (or the last one
 started before), ``t*`` and the bytes over the cap.
@@ -102,21 +105,12 @@ def memory_potentials(
     finish: FloatArray, pe: int, t: float,
 ) -> FloatArray:
     """``M_pot(n, t)`` for every node (0 off ``pe``), as in the module docstring."""
-    n = costs.n
-    src, dst = costs.edge_sources(), costs.succ_idx
-    on = device == pe
-    # last start of each node's consumers on its own device (its local lifetime end)
-    local = device[src] == device[dst]
-    last_local = np.full(n, -np.inf)
-    np.maximum.at(last_local, src[local], start[dst[local]])
-    alive = (start <= t) & (t <= np.maximum(finish, last_local))
-    pot = np.where(on & (residual | alive), mem, 0.0)
-    # inputs held on pe at t only for one consumer there
-    into = on[dst] & (start[dst] >= t)
-    count = np.bincount(src[into], minlength=n)
-    only = into & (count[src] == 1) & (finish[src] <= t) & ~residual[src] & (mem[src] > 0)
-    np.add.at(pot, dst[only], mem[src[only]])
-    pot[~on] = 0.0
+    from dnnpart.solvers.pardnn import kernels
+
+    pot: FloatArray = kernels.memory_potentials_kernel(
+        costs.succ_ptr, costs.succ_idx, np.asarray(device, np.int64), np.asarray(mem, np.float64),
+        np.asarray(residual, np.bool_), np.asarray(start, np.float64), np.asarray(finish, np.float64),
+        int(pe), float(t))
     return pot
 
 
@@ -151,12 +145,14 @@ def heuristic_one(
     fixed: np.ndarray | None = None,
     max_rounds: int | None = None,
     time_limit: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> HeuristicOneResult:
     """Move nodes until the emulated memory of every device stays within ``caps``.
 
     ``caps`` are the usable bytes per device (already times ``memory_fraction``); devices
     at or beyond ``len(caps)`` are not managed. ``device`` is not modified. ``max_rounds``
-    (default |V|) and ``time_limit`` (seconds) end the search as a failure.
+    (default |V|), ``time_limit`` (seconds) and ``stop`` (e.g. a stopwatch's ``expired``,
+    true on Ctrl-C; checked where the time is) end the search as a failure.
     """
     began = time.perf_counter()
     device = np.asarray(device, np.int64).copy()
@@ -172,16 +168,24 @@ def heuristic_one(
     moved = 0
     rounds = 0
     best: tuple[float, IntArray, int, Any] | None = None  # (worst excess, device, moved, schedule)
+    deadline = math.inf if time_limit is None else began + time_limit
+
+    def halt(at: float, emulation_s: float) -> bool:
+        return at + emulation_s > deadline or (stop is not None and stop())
+
     while True:
+        t_emulate = time.perf_counter()
         sched = emulate(device)
+        now = time.perf_counter()
+        emulation_s = now - t_emulate
         peaks = np.asarray(sched.peak_memory, np.float64)[:k]
         excess = peaks - caps
         if np.all(excess <= 0):
             return HeuristicOneResult(device, True, moved, rounds, peaks)
         if best is None or float(excess.max()) < best[0]:
             best = (float(excess.max()), device.copy(), moved, sched)
-        out_of_time = time_limit is not None and time.perf_counter() - began > time_limit
-        if rounds >= limit or sched.memory is None or out_of_time:
+        # a round ends with an emulation: do not start one the budget cannot finish
+        if rounds >= limit or sched.memory is None or halt(now, emulation_s):
             return _failure(best, rounds, caps)
         rounds += 1
         start, finish = np.asarray(sched.start), np.asarray(sched.finish)
@@ -190,6 +194,8 @@ def heuristic_one(
         added: list[list[tuple[float, float, float]]] = [[] for _ in range(k)]
         moved_now = 0
         for pe in np.argsort(-excess, kind="stable").tolist():  # every overflowing device, worst first
+            if halt(time.perf_counter(), emulation_s):
+                return _failure(best, rounds, caps)  # the budget is checked inside rounds too
             found = first_overflow(sched.memory[pe], float(caps[pe])) if excess[pe] > 0 else None
             if found is None:
                 continue
@@ -203,7 +209,7 @@ def heuristic_one(
                                  window_lo, window_hi, added, followers)
                 moved += count
                 moved_now += count
-        if moved_now == 0:
+        if moved_now == 0 or halt(time.perf_counter(), emulation_s):
             return _failure(best, rounds, caps)
 
 

@@ -15,6 +15,9 @@ Choices where the paper is silent (Appendix B is not in the seed text; also in
   that passes fits in any stage on its own.
 * Ties in Eq. 4 go to the pair whose smallest member ids are smallest (deterministic).
 * When no valid pair is left before ``K`` is reached, clustering stops there.
+* The pairs wait in a lazy heap (stale entries skipped, invalid ones dropped: both
+  properties are stable until one of the two blocks changes), not a full sort per merge: the
+  fused pair is the same, 6,155 ops of a Swin-L training graph cluster to 128 in seconds.
 """
 
 from __future__ import annotations
@@ -52,9 +55,13 @@ def _has_other_path(u: int, v: int, succ: dict[int, set[int]]) -> bool:
 
 def cluster_ops(
     dag: OpDag, k: int, *, alpha: float = 0.001, memory: MemoryModel | None = None,
-    n_stages: int = 1, trace: list[Merge] | None = None,
+    n_stages: int = 1, trace: list[Merge] | None = None, respect: IntArray | None = None,
 ) -> IntArray:
     """Hyper-op label of every node, hyper-ops numbered in a topological order.
+
+    ``respect`` (a label per node) forbids fusing nodes with different labels: phase 1 passes
+    the stage of every op in the layer-level partition, so that partition stays a chain of
+    fronted subgraphs of the hyper-graph (see :mod:`.phase1`).
 
     Examples
     --------
@@ -63,6 +70,8 @@ def cluster_ops(
     >>> dag, _ = atomic_dag(chain_graph(4, acc_time=[1.0, 5.0, 1.0, 1.0]))
     >>> cluster_ops(dag, 2).tolist()  # the two cheap tail ops first, then the head
     [0, 0, 1, 1]
+    >>> cluster_ops(dag, 2, respect=np.array([0, 0, 0, 1])).tolist()
+    [0, 0, 0, 1]
     """
     mem = memory or MemoryModel()
     # a block is keyed by its smallest member
@@ -73,39 +82,48 @@ def cluster_ops(
     for a, b in zip(dag.src.tolist(), dag.dst.tolist(), strict=True):
         succ[a].add(b)
         pred[b].add(a)
-    comm: dict[tuple[int, int], float] = {}
+    comm: dict[int, dict[int, float]] = {v: {} for v in range(dag.n)}
     for a, b, t in zip(dag.c_src.tolist(), dag.c_dst.tolist(), dag.c_time.tolist(), strict=True):
-        key = (min(a, b), max(a, b))
-        comm[key] = comm.get(key, 0.0) + t
+        comm[a][b] = comm[a].get(b, 0.0) + t
+        comm[b][a] = comm[b].get(a, 0.0) + t
+    side = None if respect is None else np.asarray(respect).tolist()
+    version = dict.fromkeys(range(dag.n), 0)
 
     def fits(block: set[int]) -> bool:
         mask = np.zeros(dag.n, np.bool_)
         mask[list(block)] = True
         return bool(dag.memory(mask, mem, 0, max(1, n_stages))[0] <= mem.device_memory)
 
-    while len(members) > k:
-        pairs = []
-        for u in members:
-            for v in succ[u]:
-                c = comp[u] + comp[v] - alpha * comm.get((min(u, v), max(u, v)), 0.0)
-                pairs.append((c, min(u, v), max(u, v), u, v))
-        pairs.sort()
-        chosen = None
-        for c, _, _, u, v in pairs:
-            if len(succ[u]) > 1 and len(pred[v]) > 1 and _has_other_path(u, v, succ):
-                continue
-            if not fits(members[u] | members[v]):
-                continue
-            chosen = (c, u, v)
-            break
-        if chosen is None:
-            break
-        c, u, v = chosen
+    # Lazy heap of adjacent pairs in Eq. 4 order (cost, then smallest ids). An entry is stale
+    # once either block changed (its version moved on); a pair found invalid stays invalid
+    # while both blocks are unchanged (an other path u ~> v survives every merge that does not
+    # touch u or v, and memory depends on the two blocks only), so it is dropped: the first
+    # valid entry popped is the argmin of Eq. 4 over the valid pairs, as a full sort would give.
+    heap: list[tuple[float, int, int, int, int, int, int]] = []
+
+    def push(u: int, v: int) -> None:
+        if side is not None and side[u] != side[v]:
+            return
+        c = comp[u] + comp[v] - alpha * comm[u].get(v, 0.0)
+        heapq.heappush(heap, (c, min(u, v), max(u, v), u, v, version[u], version[v]))
+
+    for u in members:
+        for v in succ[u]:
+            push(u, v)
+    while len(members) > k and heap:
+        c, _, _, u, v, vu, vv = heapq.heappop(heap)
+        if u not in members or v not in members or version[u] != vu or version[v] != vv:
+            continue
+        if len(succ[u]) > 1 and len(pred[v]) > 1 and _has_other_path(u, v, succ):
+            continue
+        if not fits(members[u] | members[v]):
+            continue
         keep, gone = min(u, v), max(u, v)
         if trace is not None:
             trace.append(Merge(frozenset(members[u]), frozenset(members[v]), c))
         members[keep] |= members.pop(gone)
         comp[keep] += comp.pop(gone)
+        version[keep] += 1
         for w in succ.pop(gone):
             pred[w].discard(gone)
             if w != keep:
@@ -118,15 +136,16 @@ def cluster_ops(
                 succ[w].add(keep)
         succ[keep].discard(keep)
         pred[keep].discard(keep)
-        new_comm: dict[tuple[int, int], float] = {}
-        for (a, b), t in comm.items():
-            a2 = keep if a == gone else a
-            b2 = keep if b == gone else b
-            if a2 == b2:
-                continue
-            key = (min(a2, b2), max(a2, b2))
-            new_comm[key] = new_comm.get(key, 0.0) + t
-        comm = new_comm
+        for w, t in comm.pop(gone).items():
+            del comm[w][gone]
+            if w != keep:
+                comm[keep][w] = comm[keep].get(w, 0.0) + t
+                comm[w][keep] = comm[w].get(keep, 0.0) + t
+        comm[keep].pop(keep, None)
+        for w in succ[keep]:
+            push(keep, w)
+        for w in pred[keep]:
+            push(w, keep)
     # topological numbering of the hyper-ops (Kahn, smallest representative first)
     indeg = {v: len(pred[v]) for v in members}
     ready = sorted(v for v, d in indeg.items() if d == 0)

@@ -32,8 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.core import Graph
-from dnnpart.solvers.dp.ideals import IdealLattice, enumerate_stage_ideals
-from dnnpart.solvers.dp.preprocess import StageGraph, build_stage_graph
+from dnnpart.solvers.dp.preprocess import build_stage_graph
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -93,31 +92,6 @@ class OpDag:
     c_dst: IntArray
     c_time: FloatArray
     c_bytes: FloatArray
-
-    def stage_graph(self) -> StageGraph:
-        """This DAG as a :class:`StageGraph`, to reuse paper 1's ideal enumeration."""
-        def csr(a: IntArray, b: IntArray) -> tuple[IntArray, IntArray]:
-            order = np.lexsort((b, a))
-            ptr = np.zeros(self.n + 1, np.int64)
-            np.cumsum(np.bincount(a, minlength=self.n), out=ptr[1:])
-            return ptr, b[order].astype(np.int64)
-
-        sp, si = csr(self.src, self.dst)
-        pp, pi = csr(self.dst, self.src)
-        ar = np.arange(self.n, dtype=np.int64)
-        return StageGraph(n_stage_nodes=self.n, succ_ptr=sp, succ_idx=si, pred_ptr=pp,
-                          pred_idx=pi, member_ptr=np.arange(self.n + 1, dtype=np.int64),
-                          member_idx=ar, stage_of=ar, n_artificial=0, n_sccs_merged=0)
-
-    def ideals(self, max_ideals: int) -> tuple[IdealLattice, BoolArray]:
-        """Paper 1's lattice enumeration (with its ``max_ideals`` guard) and the ``(N, n)``
-        membership matrix; every ideal comes after its subsets."""
-        lat = enumerate_stage_ideals(self.stage_graph(), max_ideals=max_ideals)
-        mask = np.zeros((lat.n_ideals, self.n), np.bool_)
-        for i in range(1, lat.n_ideals):
-            mask[i] = mask[lat.parent[i]]
-            mask[i, lat.added[i]] = True
-        return lat, mask
 
     # -- Eq. 3 on membership masks (rows of ``u``) ------------------------------------------
     def work(self, u: BoolArray) -> FloatArray:

@@ -23,15 +23,19 @@ Choices (see ``docs/parmesan.md``):
   figures are therefore in seconds.
 * **Memory model** of phase 1: the cluster's smallest accelerator memory, the objective's
   micro-batches, schedule and recomputation, ``optimizer_states`` (default 2, Adam).
-* **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 also takes the
+* **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 first takes the
   partition of the branch-contracted layer path (PipeDream's, a chain of fronted subgraphs of
-  the op DAG too), refined at op level and as it is; every partition is mapped and the
-  simulator keeps the best plan, so ``parmesan`` never simulates slower than ``pipedream``
-  with the same ``(S, R)`` (whose partition and CS mapping are among its candidates).
-  Clustering is a heuristic that can lose to the layer path on deep
-  residual nets (measured on ResNet-50/152), and Eq. 3 ignores the all-reduce and bubbles
-  that the simulator charges, so a partition better on Eq. 3 can simulate slower (measured:
-  ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the paper's flow.
+  the op DAG too); clustering respects it (never fuses ops it puts in different stages), so
+  the op-level partition's max stage time is never above it (:mod:`.phase1`). That
+  partition, refined at op level and as it is, is also mapped; the simulator keeps the best
+  plan, so ``parmesan`` never simulates slower than ``pipedream`` with the same ``(S, R)``
+  (whose partition and CS mapping are among its candidates). Eq. 3 ignores the all-reduce
+  and bubbles that the simulator charges, so a partition better on Eq. 3 can simulate
+  slower (measured: ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the
+  paper's flow. When the op-level lattice cannot be made to fit, the layer candidates are
+  still mapped.
+* **Time split**: each ``(S, R)`` pair gets an even share of what is left; its mapping
+  searches get :data:`MAP_SHARE` of it and the rest pays for simulating the candidates.
 * Registered ablations: ``parmesan-noclust`` (``k=None``: the exact DP over the atomic ops,
   small graphs only) and ``parmesan-norefine`` (``refine_steps=0``).
 """
@@ -51,7 +55,7 @@ from dnnpart.problem import PIPELINE, Problem
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
 from dnnpart.solvers.parmesan.cost import max_stage_time
-from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel
+from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, atomic_dag
 from dnnpart.solvers.parmesan.partition_dp import stage_times
 from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipeline_stages
 from dnnpart.solvers.parmesan.refinement import refine
@@ -61,6 +65,8 @@ from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
+#: Fraction of a pair's remaining time given to the mapping searches (the rest: simulation).
+MAP_SHARE = 0.7
 INSTANTIATIONS = ("auto", "p2p", "allreduce")
 
 
@@ -219,7 +225,7 @@ def run_parmesan(
     eps: float | None = None, gap: float | None = None, optimizer_states: float = 2.0,
     threads: Any = 1, deterministic: bool = False, seed: Any = 0,
     max_ideals: Any = DEFAULT_MAX_IDEALS, graph: Any = None, search_space: str = "",
-    layer_seed: bool = False, **options: Any,
+    layer_seed: bool = False, path_fallback: bool = False, **options: Any,
 ) -> SolveResult:
     """Both phases over the requested or searched ``(S, R)``; the best simulated plan."""
     if options:
@@ -268,28 +274,32 @@ def run_parmesan(
         share = None if left is None else left / (len(pairs) - i)
         if progress is not None:
             progress.update(f"{method}: S={s_n}, R={r_n}", i / len(pairs))
-        try:
-            part = partition_ops(work_graph, s_n, n_dev, replicas=r_n, k=k, alpha=float(alpha),
-                                 memory=mem, refine_steps=refine_steps, max_ideals=max_ideals)
-        except ProblemTooLargeError as exc:
-            too_large = exc
-            tried.append(f"S={s_n},R={r_n}: too large")
-            continue
-        except MemoryError:
-            # the lattice's arrays did not fit before the max_ideals guard counted them
-            # (measured: hf Swin-L training graph, 6,128 nodes, through pipedream's path)
-            too_large = ProblemTooLargeError(
-                f"{method}: the ideal lattice of the (contracted) graph does not fit in memory "
-                f"for S={s_n}; lower max_ideals, use a coarser graph or cluster (k)")
-            tried.append(f"S={s_n},R={r_n}: too large")
-            continue
-        parts: list[tuple[str, Phase1Result]] = [("op level", part)]
+        pair_start = clock.elapsed
+        layer: Phase1Result | None = None
         if layer_seed:
             try:
-                parts += _layer_seed(problem, part, s_n, n_dev, r_n, mem, refine_steps,
-                                     max_ideals)
+                layer = _layer_partition(problem, s_n, n_dev, r_n, mem, max_ideals)
             except (ProblemTooLargeError, MemoryError):
-                tried.append(f"S={s_n},R={r_n}: layer-path seed too large, skipped")
+                tried.append(f"S={s_n},R={r_n}: layer-path partition too large, skipped")
+        try:
+            part = partition_ops(work_graph, s_n, n_dev, replicas=r_n, k=k, alpha=float(alpha),
+                                 memory=mem, refine_steps=refine_steps, max_ideals=max_ideals,
+                                 respect=None if layer is None else layer.stage_of,
+                                 too_large="chain" if path_fallback else "raise")
+        except ProblemTooLargeError as exc:
+            too_large = exc
+            if layer is None:
+                tried.append(f"S={s_n},R={r_n}: too large")
+                continue
+            # the layer partition is still a candidate; it needs the op DAG only
+            tried.append(f"S={s_n},R={r_n} (op level): too large")
+            dag, atom = atomic_dag(work_graph)
+            part = Phase1Result(stage_of=None, atom_stage=None, replicas=None,
+                                objective=math.inf, dp_objective=math.inf, n_hyper_ops=0,
+                                n_ideals=0, n_moves=0, dag=dag, atom=atom)
+        parts: list[tuple[str, Phase1Result]] = [("op level", part)]
+        if layer is not None:
+            parts += _layer_seed(part, layer, mem, refine_steps)
         parts = [(src, p) for src, p in parts if p.stage_of is not None
                  and p.atom_stage is not None and math.isfinite(p.objective)]
         if not parts:
@@ -297,7 +307,12 @@ def run_parmesan(
             continue
         for j, (source, pt) in enumerate(parts):
             assert pt.stage_of is not None and pt.atom_stage is not None
-            sub = None if share is None else share / (len(parts) - j)
+            # the searches get MAP_SHARE of what is left for this pair; the rest pays for
+            # simulating the candidates (a search cut by its limit would otherwise take all
+            # of it and the method would stop before returning a plan: measured on
+            # ResNet-152 (16, 1) with three partitions to map)
+            sub = None if share is None else max(
+                1e-3, MAP_SHARE * (share - (clock.elapsed - pair_start)) / (len(parts) - j))
             st = stages_in_seconds(pipeline_stages(pt.dag, pt.atom_stage, r_n, memory=mem),
                                    cluster.time_unit_s)
             candidates = map_with(st, topo, mapping, instantiation=instantiation,
@@ -320,6 +335,8 @@ def run_parmesan(
                         "eq3_after_dp": pt.dp_objective, "hyper_ops": pt.n_hyper_ops,
                         "ideals": pt.n_ideals, "refinement_moves": pt.n_moves,
                         "eq3_op_level": part.objective, "partition_from": source,
+                        "eq3_layer_level": None if layer is None else layer.objective,
+                        "coarsenings": pt.n_coarsenings, "lattice": pt.lattice,
                         **first_info, "mapping_pick": name,
                         "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
                         "picked_mapping_status": info["mapping_status"],
@@ -339,18 +356,23 @@ def run_parmesan(
                             search_space=search_space, tried="; ".join(tried), **stats)
 
 
-def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n: int,
-                mem: MemoryModel, refine_steps: int, max_ideals: int
-                ) -> list[tuple[str, Phase1Result]]:
-    """PipeDream's layer-path partition as phase-1 results on ``part``'s op DAG: refined, and
-    as it is when refinement moved something."""
+def _layer_partition(problem: Problem, s_n: int, n_dev: int, r_n: int, mem: MemoryModel,
+                     max_ideals: int) -> Phase1Result | None:
+    """PipeDream's layer-path partition (the ``pipedream`` method's, with its path fallback),
+    or ``None`` when it has none."""
     from dnnpart.baselines.pipedream import pipedream_problem
 
     contracted, _ = pipedream_problem(problem)
     layer = partition_ops(contracted.graph, s_n, n_dev, replicas=r_n, k=None, memory=mem,
-                          refine_steps=0, max_ideals=max_ideals)
-    if layer.stage_of is None or layer.replicas is None:
-        return []
+                          refine_steps=0, max_ideals=max_ideals, too_large="chain")
+    return None if layer.stage_of is None or layer.replicas is None else layer
+
+
+def _layer_seed(part: Phase1Result, layer: Phase1Result, mem: MemoryModel, refine_steps: int
+                ) -> list[tuple[str, Phase1Result]]:
+    """The layer-path partition as phase-1 results on ``part``'s op DAG: refined, and as it is
+    when refinement moved something."""
+    assert layer.stage_of is not None and layer.replicas is not None
     start = np.empty(part.dag.n, dtype=np.int64)
     start[part.atom] = layer.stage_of
     reps = layer.replicas
@@ -359,7 +381,8 @@ def _layer_seed(problem: Problem, part: Phase1Result, s_n: int, n_dev: int, r_n:
         value = float(stage_times(part.dag, atom_stage, reps).max())
         return dataclasses.replace(part, stage_of=atom_stage[part.atom], atom_stage=atom_stage,
                                    replicas=reps, objective=value,
-                                   dp_objective=layer.objective, n_moves=moves)
+                                   dp_objective=layer.objective, n_moves=moves,
+                                   lattice=layer.lattice)
 
     if refine_steps == 0:
         return [("layer path", as_result(start, 0))]

@@ -1,0 +1,215 @@
+"""Emulator-scored refinement of a placement along its critical chain (ours, not paper 2's).
+
+Paper 2 stops after LFLAM (and the memory heuristics); ``--method pardnn`` adds this
+post-pass (option ``refine_evals``, ``docs/pardnn.md``, "Step-1 portfolio and refinement").
+Reason: on unrolled LSTMs (CCR ~4, below the paper's threshold of 10, so LFLAM looks ahead
+only for totally communicating clusters) the level-aware balancing leaves transfers and busy
+devices on the emulated critical path that one move of one node removes.
+
+* **Critical chain.** From the node finishing last, walk back: when a node started after it
+  was ready, its device was busy and the chain continues with the op that ran before it
+  there ("busy" node); otherwise it continues with the input that arrived last (its producer's
+  finish for a local input, the transfer's arrival for a remote one), and a remote input is
+  a "remote" edge of the chain.
+* **Moves.** For every remote edge ``u -> v`` of the chain: ``v`` to ``u``'s device and
+  ``u`` to ``v``'s; for every busy node, to each other device holding one of its neighbours
+  (lowest index first). They are tried alternately by largest delay (the edge's transfer
+  time, the node's wait for its device) and from the end of the schedule backwards: measured
+  on the captured training graphs, delay order alone found the large gains on Char-CRN and
+  the transformer but stalled on Word-RNN at K = 8 (1.070 x LC+GLB against 1.050 for
+  chain order), chain order alone the reverse; alternating kept most of both. A node moves
+  with its colocation group (through its leader); pinned nodes never move.
+* **Acceptance.** The first move whose emulated makespan is strictly lower is kept and the
+  chain is recomputed; the pass stops when no move of the chain improves or after
+  ``max_evals`` emulations (or ``time_limit`` seconds: the only source of run-to-run
+  difference, as for every time-limited method). The result is never worse than the input.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from dnnpart.solvers.pardnn.inputs import FloatArray, IntArray
+
+
+class Emulated(Protocol):
+    start: FloatArray
+    finish: FloatArray
+    ready: FloatArray
+    makespan: float
+    transfers: tuple[IntArray, IntArray, FloatArray, FloatArray]
+
+
+@dataclass(frozen=True, slots=True)
+class Refined:
+    """The refined placement, its makespan, moves kept and emulations spent."""
+
+    device: IntArray
+    makespan: float
+    moves: int
+    evals: int
+
+
+def critical_chain(
+    pred_ptr: IntArray, pred_idx: IntArray, device: IntArray, s: Emulated,
+) -> tuple[list[tuple[int, int]], list[int]]:
+    remote, busy, _ = chain_walk(pred_ptr, pred_idx, device, s)
+    return remote, busy
+
+
+def chain_walk(
+    pred_ptr: IntArray, pred_idx: IntArray, device: IntArray, s: Emulated,
+) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """``(remote edges, busy nodes)`` of the emulated critical chain, from its end backwards.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> # a -> b -> c, b on device 1 (a transfer of 1 each way), all ops of length 1
+    >>> s = NS(start=np.array([0., 2., 4.]), finish=np.array([1., 3., 5.]),
+    ...        ready=np.array([0., 2., 4.]), transfers=(np.array([0, 1]), np.array([1, 0]),
+    ...        np.array([1., 3.]), np.array([2., 4.])))
+    >>> critical_chain(np.array([0, 0, 1, 2]), np.array([0, 1]), np.array([0, 1, 0]), s)
+    ([(1, 2), (0, 1)], [])
+    """
+    start, finish, ready = s.start, s.finish, s.ready
+    xs, xd, _, xe = s.transfers
+    arrive = {(int(u), int(d)): float(e) for u, d, e in zip(xs.tolist(), xd.tolist(), xe.tolist(),
+                                                            strict=True)}
+    n = device.shape[0]
+    if n == 0:
+        return [], [], []
+    order = np.lexsort((np.arange(n), start, device))
+    prev = np.full(n, -1, np.int64)
+    same = device[order[1:]] == device[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    remote: list[tuple[int, int]] = []
+    busy: list[int] = []
+    v = int(np.argmax(finish))
+    nodes = [v]
+    for _ in range(2 * n):  # each step goes to an earlier op: at most n steps
+        if start[v] > ready[v] and prev[v] >= 0:
+            busy.append(v)
+            v = int(prev[v])
+            nodes.append(v)
+            continue
+        preds = pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist()
+        if not preds:
+            break
+        best, best_at = -1, -np.inf
+        for u in preds:
+            at = finish[u] if device[u] == device[v] else arrive.get((u, int(device[v])), finish[u])
+            if at > best_at:
+                best, best_at = u, at
+        if device[best] != device[v]:
+            remote.append((best, v))
+        v = best
+        nodes.append(v)
+    return remote, busy, nodes
+
+
+
+
+def candidates(
+    pred_ptr: IntArray, pred_idx: IntArray, succ_ptr: IntArray, succ_idx: IntArray, device: IntArray,
+    s: Emulated, order: str = "mixed",
+) -> list[tuple[int, int]]:
+    """Moves ``(node, device)`` to try for the emulated critical chain (see the module).
+
+    ``order``: ``chain`` (from the end of the schedule backwards), ``delay`` (largest delay
+    first: a remote edge's transfer time, a busy node's wait) or ``mixed`` (alternately the
+    next of each, the default).
+    """
+    remote, busy, _ = chain_walk(pred_ptr, pred_idx, device, s)
+    xs, xd, _, xe = s.transfers
+    arrive = {(int(u), int(d)): float(e) for u, d, e in zip(xs.tolist(), xd.tolist(), xe.tolist(),
+                                                            strict=True)}
+    scored: list[tuple[float, int, int, int]] = []
+    i = 0
+    for u, v in remote:
+        delay = arrive.get((u, int(device[v])), float(s.finish[u])) - float(s.finish[u])
+        scored += [(-delay, i, v, int(device[u])), (-delay, i + 1, u, int(device[v]))]
+        i += 2
+    for v in busy:
+        wait = float(s.start[v] - s.ready[v])
+        near = np.concatenate((pred_idx[pred_ptr[v]:pred_ptr[v + 1]], succ_idx[succ_ptr[v]:succ_ptr[v + 1]]))
+        for d in sorted(set(device[near].tolist())):
+            if d != device[v]:
+                scored.append((-wait, i, v, d))
+                i += 1
+    chain_order = [(x, d) for _, _, x, d in scored]
+    by_delay = [(x, d) for _, _, x, d in sorted(scored)]
+    if order == "delay":
+        return by_delay
+    if order == "chain":
+        return chain_order
+    mixed: list[tuple[int, int]] = []  # alternately the largest delay and the latest on the chain
+    for a, b in zip(by_delay, chain_order, strict=True):
+        mixed += [a, b]
+    return mixed
+
+
+def refine(
+    device: IntArray,
+    emulate: Callable[[IntArray], Emulated],
+    *,
+    pred_ptr: IntArray,
+    pred_idx: IntArray,
+    succ_ptr: IntArray,
+    succ_idx: IntArray,
+    k: int,
+    variable: IntArray | None = None,
+    fixed: IntArray | None = None,
+    max_evals: int = 200,
+    time_limit: float | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Refined:
+    """Move single nodes (with their groups) off the emulated critical chain; see the module.
+
+    ``device`` holds local devices ``0..k-1`` for the nodes that may move; ``variable``
+    (node -> leader, ``-1`` = free or leader) and ``fixed`` (node -> pinned device, ``-1`` =
+    free) constrain the moves; ``device`` is not modified. ``stop`` (e.g. a stopwatch's
+    ``expired``, true on Ctrl-C) ends the pass like the budget, with the best placement so far.
+    """
+    began = time.perf_counter()
+    device = np.asarray(device, np.int64).copy()
+    n = device.shape[0]
+    var = np.full(n, -1, np.int64) if variable is None else np.asarray(variable, np.int64)
+    fix = np.full(n, -1, np.int64) if fixed is None else np.asarray(fixed, np.int64)
+    groups: dict[int, list[int]] = {}
+    for r in np.flatnonzero(var >= 0).tolist():
+        groups.setdefault(int(var[r]), [int(var[r])]).append(r)
+    s = emulate(device)
+    best = float(s.makespan)
+    moves = evals = 0
+    while evals < max_evals:
+        cands = candidates(pred_ptr, pred_idx, succ_ptr, succ_idx, device, s)
+        improved = False
+        tried: set[tuple[int, int]] = set()
+        for x, d in cands:
+            leader = int(var[x]) if var[x] >= 0 else x
+            if (leader, d) in tried or not 0 <= d < k or fix[leader] >= 0 or device[leader] == d:
+                continue
+            if evals >= max_evals or (time_limit is not None and time.perf_counter() - began > time_limit) \
+                    or (stop is not None and stop()):
+                return Refined(device, best, moves, evals)
+            tried.add((leader, d))
+            members = groups.get(leader, [leader])
+            old = device[members].copy()
+            device[members] = d
+            t = emulate(device)
+            evals += 1
+            if t.makespan < best:
+                best, s, improved = float(t.makespan), t, True
+                moves += 1
+                break
+            device[members] = old
+        if not improved:
+            break
+    return Refined(device, best, moves, evals)
+

@@ -1,0 +1,70 @@
+"""The critical-chain refinement (ours): never worse, the evaluator's makespan, constraints kept."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dnnpart.cost.clusters import resolve_cluster
+from dnnpart.graph import build_graph
+from dnnpart.simulate import emulate_ops
+from dnnpart.solvers.pardnn.refine import critical_chain, refine
+from dnnpart.testing.layered import layered_graph
+
+
+def run(graph, cluster, device, **kw):  # type: ignore[no-untyped-def]
+    def emulate(d):  # type: ignore[no-untyped-def]
+        return emulate_ops(graph, cluster, d, memory=False)
+
+    return refine(device, emulate, pred_ptr=graph.pred_ptr.astype(np.int64),
+                  pred_idx=graph.pred_idx.astype(np.int64), succ_ptr=graph.succ_ptr.astype(np.int64),
+                  succ_idx=graph.succ_idx.astype(np.int64), k=cluster.n_devices, **kw)
+
+
+def test_a_transfer_on_the_critical_chain_is_removed() -> None:
+    """a -> b -> c with b alone on device 1 and tensors costing more than compute: the chain's
+    last remote edge is b -> c, whose first candidate (c to b's device) removes one transfer;
+    the next chain's only remote edge a -> b then moves a there too."""
+    g = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1.0, 1.0]] * 3, edge_cost=[0.0, 0.0],
+                    output_bytes=[4e9, 4e9, 4e9])
+    cl = resolve_cluster("2xV100").cluster
+    s = emulate_ops(g, cl, [0, 1, 0], memory=False)
+    remote, busy = critical_chain(g.pred_ptr, g.pred_idx, np.array([0, 1, 0]), s)
+    assert remote == [(1, 2), (0, 1)] and busy == []
+    r = run(g, cl, np.array([0, 1, 0]))
+    assert r.device.tolist() == [1, 1, 1] and r.moves == 2
+    assert r.makespan == emulate_ops(g, cl, r.device, memory=False).makespan < s.makespan
+
+
+def test_never_worse_deterministic_and_constraints_kept() -> None:
+    cl = resolve_cluster("4xV100").cluster
+    for seed in range(5):
+        g = layered_graph(300, 4 + 3 * seed, seed=seed)
+        rng = np.random.default_rng(seed)
+        n = g.n_nodes
+        device = rng.integers(0, 4, n)
+        fixed = np.full(n, -1, np.int64)
+        pinned = rng.choice(n, size=10, replace=False)
+        fixed[pinned] = device[pinned]
+        variable = np.full(n, -1, np.int64)
+        followers = rng.choice(np.setdiff1d(np.arange(1, n), pinned), size=20, replace=False)
+        variable[followers] = np.where(fixed[followers - 1] < 0, followers - 1, -1)
+        led = variable >= 0
+        variable[led] = np.where(variable[variable[led]] >= 0, -1, variable[led])  # no chains
+        device[variable >= 0] = device[variable[variable >= 0]]
+        before = emulate_ops(g, cl, device, memory=False).makespan
+        r = run(g, cl, device, variable=variable, fixed=fixed, max_evals=60)
+        again = run(g, cl, device, variable=variable, fixed=fixed, max_evals=60)
+        assert np.array_equal(r.device, again.device)
+        assert r.makespan == emulate_ops(g, cl, r.device, memory=False).makespan <= before
+        assert r.evals <= 60 and (r.moves > 0) == (r.makespan < before)
+        assert np.array_equal(r.device[pinned], device[pinned])
+        f = variable >= 0
+        assert np.array_equal(r.device[f], r.device[variable[f]])
+
+
+def test_a_stop_request_keeps_the_input() -> None:
+    g = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1.0, 1.0]] * 3, edge_cost=[0.0, 0.0],
+                    output_bytes=[4e9, 4e9, 4e9])
+    cl = resolve_cluster("2xV100").cluster
+    r = run(g, cl, np.array([0, 1, 0]), stop=lambda: True)
+    assert r.device.tolist() == [0, 1, 0] and r.moves == 0 and r.evals == 0
