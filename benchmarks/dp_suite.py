@@ -58,6 +58,7 @@ def run_one(path: str) -> dict[str, object]:
     from dnnpart._jit import LazyKernel
 
     dp_solver.SMALL_COVER_PAIRS = 0
+    dp_solver.SMALL_LATTICE = 0
     ideals.SMALL_IDEALS = 0
     for module in (graph_kernels, dp_kernels):
         for obj in vars(module).values():

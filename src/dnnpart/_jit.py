@@ -34,8 +34,33 @@ class LazyKernel(Generic[F]):
         if self._compiled is None:
             import numba
 
+            _bind_helpers(self.py_func.__globals__)
             self._compiled = numba.njit(cache=True, nogil=True)(self.py_func)
         return self._compiled(*args)
+
+
+#: module name -> plain functions its kernels call (see :func:`helper`)
+_HELPERS: dict[str, list[Callable[..., Any]]] = {}
+
+
+def helper(py_func: F) -> F:
+    """Mark a plain function that kernels of its module call.
+
+    It stays a plain function (the kernels' plain-Python twins call it as such, without
+    loading numba) until a kernel of the module is compiled: then it is compiled too and
+    rebound in the module, where numba resolves the kernel's calls at compile time.
+    """
+    _HELPERS.setdefault(py_func.__module__, []).append(py_func)
+    return py_func
+
+
+def _bind_helpers(namespace: dict[str, Any]) -> None:
+    helpers = _HELPERS.pop(str(namespace.get("__name__")), [])
+    if helpers:
+        import numba
+
+        for func in helpers:
+            namespace[func.__name__] = numba.njit(cache=True, nogil=True)(func)
 
 
 def _elements(args: tuple[Any, ...]) -> int:

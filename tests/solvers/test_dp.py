@@ -284,6 +284,46 @@ def test_dp_is_optimal_over_pipeline_splits(problem: Problem) -> None:
         assert dpl.objective == evaluate(problem, dpl.require_plan()).objective
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.sampled_from([1.0, 1.0 + 1e-7, 1.3, 2.0, math.inf]))
+def test_work_bound_and_threads_keep_the_optimum(problem: Problem, factor: float) -> None:
+    # the DP as before issue 20 (no work bound, one thread) is the reference; with the
+    # bound and with level-parallel threads the optimum below `upper` is the same, and
+    # nothing at or above it is claimed
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    plain = run_dp(problem, stage, lattice)
+    upper = plain.value * factor if math.isfinite(plain.value) else factor
+    for threads in (1, 2):
+        out = run_dp(problem, stage, lattice, upper=upper, work_bound=True, threads=threads)
+        if plain.value < upper:
+            assert out.value == plain.value
+            plan = out.plan()
+            assert plan is not None
+            assert evaluate(problem, plan).objective == pytest.approx(
+                out.value, rel=1e-9, abs=1e-12)
+        else:
+            assert not out.value < upper
+    assert dpmod.load_lower_bound(problem, stage) <= plain.value * (1 + 1e-9)
+
+
+def test_work_bound_cell_liveness() -> None:
+    live = dpk.cell_is_live
+    assert live(3.0, 6.0, 1.0, 3, 0, 6, 0, 0.0)          # 3 on 3, 3 on 3: both fit at 1.0
+    assert not live(3.0, 6.0, 1.0, 2, 0, 6, 0, 0.0)      # 3 on 2 devices: one gets 1.5
+    assert not live(3.0, 6.0, 1.0, 4, 0, 6, 0, 0.0)      # the other 3 on 2 devices
+    assert live(3.0, 6.0, 1.0, 3, 0, 4, 2, 1.0)          # 3 left on 1 accelerator + 2 CPUs
+    assert not live(3.0, 6.0, 1.0, 3, 0, 4, 2, 0.25)     # ... each CPU a quarter of one
+    assert live(0.0, 0.0, 1.0, 0, 0, 1, 0, 0.0)          # the empty ideal of an empty graph
+
+
+def test_threads_option_is_checked_and_ignored_by_the_result() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    with pytest.raises(ValueError, match="threads"):
+        solve(p, "dp", threads=0)
+    assert solve(p, "dp", threads=2).objective == solve(p, "dp", work_bound=False).objective
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**31), st.integers(1, 6), st.booleans())
 def test_dp_never_beats_contiguous_brute_force(seed: int, n_nodes: int, training: bool) -> None:
@@ -339,6 +379,49 @@ def test_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
         assert slow_out.value == fast_out.value
         np.testing.assert_array_equal(slow_out.assignment, fast_out.assignment)
         np.testing.assert_array_equal(slow_order, fast_order)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.booleans())
+def test_numpy_rows_equal_the_kernel(problem: Problem, pruned: bool) -> None:
+    # before numba is loaded small lattices fill their rows in numpy (dp.small): the same
+    # optimum (up to the order of float sums), the same slices priced, a plan worth it
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    upper = run_dp(problem, stage, lattice).value * 1.2 if pruned else math.inf
+    kernel = run_dp(problem, stage, lattice, upper=upper)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dpmod, "not_compiled", lambda func: True)
+        rows = run_dp(problem, stage, lattice, upper=upper)
+    assert rows.value == pytest.approx(kernel.value, rel=1e-12)
+    if math.isfinite(rows.value):
+        plan = rows.plan()
+        assert plan is not None
+        assert evaluate(problem, plan).objective == pytest.approx(rows.value, rel=1e-9)
+    if not problem.graph.is_training:  # training graphs may fall back to the plain twin
+        assert rows.slices_priced == kernel.slices_priced
+
+
+def test_small_solve_loads_no_numba() -> None:
+    # start-up (issue 20): a small DP solve from the command line never pays for numba
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from dnnpart.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['solve', 'zoo:bert-3', '--method', 'dp'])\n"
+        "print(json.dumps([rc, sorted(m for m in sys.modules\n"
+        "                             if m.split('.')[0] == 'numba' or m == 'scipy.optimize')]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rc, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rc == 0
+    assert loaded == []
 
 
 def test_progress_is_reported() -> None:

@@ -50,11 +50,23 @@ have on any number of replicas (compute / k'' with its all-reduce), which also o
 with the slice. It cuts far less (a slice may hold up to ``k`` times the bound's compute),
 so large lattices take several times longer: layer InceptionV3 inference (6 accelerators,
 1 CPU) prices 579 M slices in ~150 s CPU instead of 227 M in ~20 s.
+
+Without replication a work bound (not in the paper; exact) skips the cells ``(I, a, c)``
+whose ideal's work cannot fit on ``a`` accelerators and ``c`` CPUs below ``UB``, or whose
+remaining work cannot fit on the devices left (a CPU counted as the fraction of an
+accelerator its fastest node allows); a row's walk stops where the slice's compute reaches
+the worst best value so far of the row's live cells. Layer InceptionV3 inference: 36.8 M
+slices. Lattices from ``THREADED_IDEALS`` ideals fill the rows of each level (ideals of one
+size, which read only smaller ones) in threads; the tables are the same. Small lattices
+before numba is loaded fill their rows in numpy (:mod:`dnnpart.solvers.dp.small`). Figures
+and what was tried: ``docs/performance.md``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +100,7 @@ from dnnpart.solvers.dp.kernels import (
     OVERLAP_CODES,
     dfs_topological_order,
     dp_fill,
+    ideal_sums,
 )
 from dnnpart.solvers.dp.preprocess import StageGraph, build_stage_graph
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
@@ -111,8 +124,11 @@ _MEMORY_TOLERANCE = 1e-12
 
 
 #: Lattices with at most this many cover pairs run the DP's plain twin while numba is not
-#: loaded (op BERT-3 inference, 1,046 pairs: plain 1.13 s, numba 1.11 s CPU whole process).
+#: loaded and the numpy rows (:mod:`dnnpart.solvers.dp.small`) do not apply.
 SMALL_COVER_PAIRS = 300
+#: Lattices of at most this many ideals fill their rows in numpy while numba is not loaded
+#: (:mod:`dnnpart.solvers.dp.small`; op BERT-12 inference, 2,906 ideals: 0.3 s).
+SMALL_LATTICE = 3000
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +225,7 @@ class DpOutcome:
 def run_dp(
     problem: Problem, stage: StageGraph, lattice: IdealLattice, *, upper: float = math.inf,
     clock: Stopwatch | None = None, progress: Progress | None = None, label: str = "DP",
-    replication: bool = False,
+    replication: bool = False, work_bound: bool = False, threads: int = 1,
 ) -> DpOutcome:
     """Fill the DP table over ``lattice`` (ideals of ``stage``) and rebuild the best split.
 
@@ -217,6 +233,13 @@ def run_dp(
     expires, stops between rows and returns ``finished=False``. With ``replication`` a slice
     may run on several accelerators (or CPUs) at once (paper 1, appendix C.2); the outcome's
     ``replica_of`` then says which (see :class:`~dnnpart.plan.Plan`).
+
+    ``work_bound`` (no ``replication``, finite ``upper``) skips the DP cells that the work
+    bound shows cannot be on a split below ``upper`` (see
+    :func:`~dnnpart.solvers.dp.kernels.dp_fill`): same optimum when it is below ``upper``.
+    ``threads > 1`` fills the rows of one lattice level (ideals of one size, which never
+    read each other) in that many threads (the kernel releases the GIL): same tables.
+    Without both this is the DP as it was before issue 20 (its plain twin in the tests).
 
     Examples
     --------
@@ -244,43 +267,64 @@ def run_dp(
     rep_load = np.empty((2, max(max_rep_acc, max_rep_cpu) + 1), np.float64)
     count_shape = (n_ideals, n_acc + 1, n_cpu + 1) if replication else (1, 1, 1)
     prev_count = np.ones(count_shape, np.int16)
+    bound = (_work_bound(model, stage, lattice)
+             if work_bound and not replication and math.isfinite(upper) else None)
+    work, total_work, inv_ratio = bound if bound is not None else (np.zeros(1), 0.0, 0.0)
     n, depth = graph.n_nodes, stage.n_stage_nodes + 2
-    in_set = np.zeros(n, np.int8)
-    n_succ_in = np.zeros(n, np.int32)
-    stamp = np.full(n_ideals, -1, np.int32)
-    st_lower = np.empty(depth, np.int64)
-    st_pos = np.empty(depth, np.int64)
-    st_node = np.empty(depth, np.int64)
-    st_f = np.empty((depth, 5), np.float64)
-    st_u = np.empty((depth, 2), np.int64)
-    counters = np.zeros(2, np.int64)
+
+    def scratch() -> tuple[Any, ...]:
+        # in_set, n_succ_in, stamp, walk stack (4), counters, live cells: one set per thread
+        return (np.zeros(n, np.int8), np.zeros(n, np.int32), np.full(n_ideals, -1, np.int32),
+                np.empty(depth, np.int64), np.empty(depth, np.int64), np.empty(depth, np.int64),
+                np.empty((depth, 5), np.float64), np.empty((depth, 2), np.int64),
+                np.zeros(2, np.int64), np.zeros((n_acc + 1, n_cpu + 1), np.int8))
+
     outdeg = graph.out_degree()
-    pred_edge = graph.pred_edge
-    # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
-    # lower ideal, so on a 200k-ideal chain 1% of the rows is tens of seconds
-    chunk = max(1, min(n_ideals // 100, 64))
     # small lattices before numba is loaded: the plain twin costs less than loading numba
     small = not_compiled(dp_fill) and lattice.n_cover_pairs <= SMALL_COVER_PAIRS
     fill = getattr(dp_fill, "py_func", dp_fill) if small else dp_fill
-    finished = True
-    for start in range(0, n_ideals, chunk):
-        if clock is not None and clock.expired():
-            finished = False
-            break
-        stop = min(n_ideals, start + chunk)
+
+    def fill_rows(start: int, stop: int, sc: tuple[Any, ...]) -> None:
         fill(
             start, stop, lattice.down_ptr, lattice.down_node, lattice.down_lower,
             stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
-            graph.pred_ptr, graph.pred_idx, pred_edge, graph.edge_cost, node_cost, uniform,
+            graph.pred_ptr, graph.pred_idx, graph.pred_edge, graph.edge_cost, node_cost, uniform,
             outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
-            model.cpu_cap, model.comm_scale, model.overlap, float(upper), in_set, n_succ_in,
-            stamp, st_lower, st_pos, st_node, st_f, st_u, dp, prev_lower, prev_kind, counters,
-            max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
+            model.cpu_cap, model.comm_scale, model.overlap, float(upper), *sc[:8], dp,
+            prev_lower, prev_kind, sc[8], max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load,
+            prev_count, work, total_work, inv_ratio, bound is not None, sc[9],
         )
-        if progress is not None:
-            elapsed = f", {clock.elapsed:.1f} s" if clock is not None else ""
-            progress.update(f"{label}: {stop:,}/{n_ideals:,} rows filled{elapsed}",
-                            stop / n_ideals)
+
+    # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
+    # lower ideal, so on a 200k-ideal chain 1% of the rows is tens of seconds
+    chunk = max(1, min(n_ideals // 100, 64))
+    by_rows = None
+    if (not_compiled(dp_fill) and not replication and n_ideals <= SMALL_LATTICE
+            and not (clock is not None and clock.expired())):
+        from dnnpart.solvers.dp.small import fill_small
+
+        by_rows = fill_small(lattice, stage, graph, node_cost, uniform, model.acc_time,
+                             model.cpu_time, model.acc_cap, model.cpu_cap, model.comm_scale,
+                             model.overlap, float(upper), dp, prev_lower, prev_kind)
+    if by_rows is not None:
+        scratches = [scratch()]
+        scratches[0][8][0] = by_rows
+        finished = True
+        _report(progress, clock, label, n_ideals, n_ideals)
+    elif threads > 1 and not small:
+        finished, scratches = _fill_threaded(lattice, stage, fill_rows, scratch, threads, chunk,
+                                             clock, progress, label)
+    else:
+        scratches = [scratch()]
+        finished = True
+        for start in range(0, n_ideals, chunk):
+            if clock is not None and clock.expired():
+                finished = False
+                break
+            stop = min(n_ideals, start + chunk)
+            fill_rows(start, stop, scratches[0])
+            _report(progress, clock, label, stop, n_ideals)
+    counters = sum(sc[8] for sc in scratches)
     priced, pruned = int(counters[0]), int(counters[1])
     if not finished:
         return DpOutcome(math.inf, None, False, priced, pruned)
@@ -316,6 +360,127 @@ def run_dp(
     assert np.all(stage_device >= 0), "DP split left stage nodes unplaced"
     return DpOutcome(value, stage_device[stage.stage_of], True, priced, pruned,
                      replica_of if replication else None)
+
+
+def _report(progress: Progress | None, clock: Stopwatch | None, label: str, done: int,
+            total: int) -> None:
+    if progress is not None:
+        elapsed = f", {clock.elapsed:.1f} s" if clock is not None else ""
+        progress.update(f"{label}: {done:,}/{total:,} rows filled{elapsed}", done / total)
+
+
+def _fill_threaded(
+    lattice: IdealLattice, stage: StageGraph, fill_rows: Callable[[int, int, Any], None],
+    scratch: Callable[[], Any], threads: int, chunk: int, clock: Stopwatch | None,
+    progress: Progress | None, label: str,
+) -> tuple[bool, list[Any]]:
+    """Fill the rows level by level (ideals of one size read only smaller ones), each level
+    in pieces spread over ``threads`` threads; the clock is checked between pieces."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+    from queue import SimpleQueue
+
+    n_ideals = lattice.n_ideals
+    sizes = ideal_sums(lattice.parent, lattice.added, np.ones(stage.n_stage_nodes))
+    assert np.all(np.diff(sizes) >= 0), "ideals must be numbered level by level"
+    starts = [0, *(np.flatnonzero(np.diff(sizes)) + 1).tolist(), n_ideals]
+    scratches = [scratch() for _ in range(threads)]
+    free: SimpleQueue[Any] = SimpleQueue()
+    for sc in scratches:
+        free.put(sc)
+
+    def task(a: int, b: int) -> None:
+        sc = free.get()
+        try:
+            fill_rows(a, b, sc)
+        finally:
+            free.put(sc)
+
+    step = chunk * threads
+    with ThreadPoolExecutor(threads) as pool:
+        for lo, hi in itertools.pairwise(starts):
+            for a in range(lo, hi, step):
+                if clock is not None and clock.expired():
+                    return False, scratches
+                b = min(hi, a + step)
+                cuts = np.linspace(a, b, threads + 1).astype(int).tolist()
+                futures = [pool.submit(task, x, y) for x, y in itertools.pairwise(cuts) if y > x]
+                pending = set(futures)
+                while pending:  # short waits: Ctrl-C and the watchdog reach this thread
+                    _, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+                for f in futures:
+                    f.result()
+                _report(progress, clock, label, b, n_ideals)
+    return True, scratches
+
+
+def _node_work(model: _DeviceModel) -> tuple[npt.NDArray[np.float64], float] | None:
+    """Per original node, a lower bound on its share of some device's load in accelerator
+    time units, and ``inv_ratio`` (what a CPU takes in those units per unit of load); ``None``
+    when some node runs nowhere (no bound then). See :func:`~dnnpart.solvers.dp.kernels.cell_is_live`."""
+    acc, cpu = model.acc_time, model.cpu_time
+    both = np.isfinite(acc) & np.isfinite(cpu) & (acc > 0)
+    ratio = float(np.min(cpu[both] / acc[both])) if both.any() else 1.0
+    if ratio > 0:
+        # a CPU with load L has done L / ratio units: every node's CPU time is >= ratio x its
+        # accelerator time
+        node = np.where(np.isfinite(acc), acc, cpu / ratio)
+        inv_ratio = 1.0 / ratio
+    else:  # a node free on a CPU: CPUs bound nothing
+        node = np.where(np.isfinite(acc), acc, 0.0)
+        inv_ratio = math.inf
+    if not np.all(np.isfinite(node)) or not math.isfinite(float(node.sum())):
+        return None
+    return node, inv_ratio
+
+
+def _work_bound(
+    model: _DeviceModel, stage: StageGraph, lattice: IdealLattice,
+) -> tuple[npt.NDArray[np.float64], float, float] | None:
+    """Per ideal its work (:func:`_node_work` summed), the total, and ``inv_ratio``."""
+    per_node = _node_work(model)
+    if per_node is None:
+        return None
+    node, inv_ratio = per_node
+    per_stage = np.bincount(stage.stage_of, weights=node, minlength=stage.n_stage_nodes)
+    work = ideal_sums(lattice.parent, lattice.added, per_stage)
+    return work, float(per_stage.sum()), inv_ratio
+
+
+def load_lower_bound(problem: Problem, stage: StageGraph) -> float:
+    """A lower bound on the max-load of every split of ``stage`` (the DP's optimum).
+
+    The larger of the work bound (all work spread over all devices, see :func:`_node_work`)
+    and the least compute of the heaviest stage node (it sits on one device whole).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    >>> load_lower_bound(p, build_stage_graph(p.graph))
+    5.0
+    """
+    model = _device_model(problem)
+    per_node = _node_work(model)
+    lower = 0.0
+    if per_node is not None:
+        node, inv_ratio = per_node
+        cap = len(model.accelerators) + (len(model.cpus) * inv_ratio if model.cpus else 0.0)
+        if cap > 0:
+            lower = float(node.sum()) / cap
+    acc = np.bincount(stage.stage_of, weights=np.where(np.isfinite(model.acc_time),
+                                                       model.acc_time, 0.0),
+                      minlength=stage.n_stage_nodes)
+    cpu = np.bincount(stage.stage_of, weights=np.where(np.isfinite(model.cpu_time),
+                                                       model.cpu_time, 0.0),
+                      minlength=stage.n_stage_nodes)
+    acc_bad = np.bincount(stage.stage_of, weights=~np.isfinite(model.acc_time),
+                          minlength=stage.n_stage_nodes) > 0
+    cpu_bad = np.bincount(stage.stage_of, weights=~np.isfinite(model.cpu_time),
+                          minlength=stage.n_stage_nodes) > 0
+    acc = np.where(acc_bad | (len(model.accelerators) == 0), np.inf, acc)
+    cpu = np.where(cpu_bad | (len(model.cpus) == 0), np.inf, cpu)
+    heaviest = float(np.minimum(acc, cpu).max()) if stage.n_stage_nodes else 0.0
+    return max(lower, heaviest) if math.isfinite(heaviest) else lower
 
 
 def _check_options(options: dict[str, Any], method: str) -> None:
@@ -356,6 +521,10 @@ def _space(problem: Problem, what: str) -> str:
         Option("max_memory_bytes", int, DEFAULT_MAX_MEMORY_BYTES,
                "refuse when the lattice and DP tables would need more memory", minimum=1),
         Option("use_upper_bound", bool, True, "prune with DPL's value (exact either way)"),
+        Option("work_bound", bool, True,
+               "skip DP cells the work bound rules out below DPL's value (exact either way)"),
+        Option("threads", int, None, "threads filling the rows of large lattices (default: all "
+               "cores)", minimum=1),
         Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
         Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
         Option("max_hierarchy_ideals", int, DEFAULT_MAX_HIERARCHY_IDEALS,
@@ -367,7 +536,7 @@ def solve_dp(
     max_ideals: int = DEFAULT_MAX_IDEALS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
     use_upper_bound: bool = True, merge_trivial: bool = True,
     replication: bool = False, max_hierarchy_ideals: int = DEFAULT_MAX_HIERARCHY_IDEALS,
-    **options: Any,
+    work_bound: bool = True, threads: int | None = None, **options: Any,
 ) -> SolveResult:
     """Optimal contiguous split by dynamic programming over the ideals of the forward graph.
 
@@ -381,6 +550,11 @@ def solve_dp(
         exact, see :func:`~dnnpart.solvers.dp.preprocess.build_stage_graph`).
     use_upper_bound : solve DPL first and prune with its value (exactness is unaffected;
         ``False`` gives the plain O(I^2) DP, for checks).
+    work_bound : with the upper bound, also skip the DP cells whose ideal's work (or the work
+        left) cannot fit on their devices below it (exact either way; ``False`` is the DP as
+        before issue 20).
+    threads : threads filling the rows of lattices of at least ``THREADED_IDEALS`` ideals
+        (default: the machine's cores); the result does not depend on it.
     replication : also let a slice run on several identical devices at once, each taking
         every ``r``-th sample, paying the all-reduce of appendix C.2 (training graphs; the
         link's bandwidth is the cluster's). The plan's ``replica_of`` says which devices
@@ -419,9 +593,11 @@ def solve_dp(
     if progress is not None:
         progress.update(f"DP: contracted to {stage.n_stage_nodes:,} forward nodes", 0.0)
     _check_cap(max_memory_bytes, "max_memory_bytes")
+    max_threads = _threads(threads)
     lattice = enumerate_stage_ideals(stage, max_ideals=int(max_ideals),
                                      max_memory_bytes=int(max_memory_bytes),
-                                     bytes_per_ideal=_table_bytes(problem, replication))
+                                     bytes_per_ideal=_table_bytes(problem, replication,
+                                                                  max_threads))
     t_enum = clock.elapsed
     if progress is not None:
         progress.update(f"DP: {lattice.n_ideals:,} ideals enumerated, {t_enum:.1f} s", 0.0)
@@ -438,8 +614,11 @@ def solve_dp(
                      replication=replication)
         upper, incumbent = dpl.value, dpl.plan()
         stats["upper_bound"] = upper
+    n_threads = max_threads if lattice.n_ideals >= THREADED_IDEALS else 1
     out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress,
-                 replication=replication)
+                 replication=replication, work_bound=_flag(work_bound, "work_bound"),
+                 threads=n_threads)
+    stats["threads"] = n_threads
     stats.update(slices_priced=out.slices_priced, slices_pruned=out.slices_pruned,
                  timed_out=not out.finished)
     # The pruned DP is exact only below the bound; at or above it the incumbent is optimal.
@@ -459,10 +638,27 @@ def solve_dp(
                             search_space=_space(problem, space), **stats)
 
 
-def _table_bytes(problem: Problem, replication: bool) -> int:
-    """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, stamp, counts)."""
+#: Lattices from this many ideals are filled by several threads (below, a level's rows take
+#: less time than handing them out).
+THREADED_IDEALS = 20_000
+
+
+def _threads(threads: object) -> int:
+    if threads is None:
+        import os
+
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else (os.cpu_count() or 1))
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    return int(threads)
+
+
+def _table_bytes(problem: Problem, replication: bool, threads: int = 1) -> int:
+    """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, counts), one stamp
+    per thread, and the work bound's and the levels' per-ideal sums."""
     cells = (problem.cluster.n_accelerators + 1) * (problem.cluster.n_cpus + 1)
-    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4
+    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4 * threads + 16
 
 
 def _check_cap(value: object, name: str) -> None:

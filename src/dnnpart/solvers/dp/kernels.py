@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart._jit import kernel, linear_kernel
+from dnnpart._jit import helper, kernel, linear_kernel
 
 #: Overlap modes of paper 1, appendix C.1, as kernel codes.
 OVERLAP_CODES = {"none": 0, "compute-comm": 1, "full-duplex": 2}
@@ -223,6 +223,15 @@ def dfs_topological_order(n, succ_ptr, succ_idx):  # type: ignore[no-untyped-def
     return order[:t]
 
 
+@linear_kernel
+def ideal_sums(parent, added, value):  # type: ignore[no-untyped-def]
+    """Per ideal, the sum of ``value`` over its nodes (``parent``/``added`` of a lattice)."""
+    out = np.zeros(parent.shape[0], np.float64)
+    for i in range(1, parent.shape[0]):
+        out[i] = out[parent[i]] + value[added[i]]
+    return out
+
+
 @kernel
 def dp_fill(  # type: ignore[no-untyped-def]
     i_start, i_end, down_ptr, down_node, down_lower, member_ptr, member_idx,
@@ -231,6 +240,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
     in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u,
     dp, prev_lower, prev_kind, counters,
     max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
+    work, total_work, inv_ratio, live_cell, src_ok,
 ):
     """Fill DP rows ``i_start <= I < i_end`` (ideals numbered so that subsets come first).
 
@@ -252,12 +262,24 @@ def dp_fill(  # type: ignore[no-untyped-def]
     ``k`` goes to ``prev_count`` (only written when some ``max_rep_* > 1``, so without
     replication it may be a ``(1, 1, 1)`` dummy). ``max_rep_acc = max_rep_cpu = 1`` is the
     plain DP.
+
+    Work bound (``live_cell``, no replication, ``upper`` finite): a cell ``(I, a, c)`` is
+    skipped when ``work[I]`` (per ideal, in accelerator time units) cannot fit on ``a``
+    accelerators and ``c`` CPUs below ``upper``, or ``total_work - work[I]`` on the devices
+    left (:func:`cell_is_live`); a row without such a cell is left ``inf`` unwalked, and
+    its walk stops where the slice's compute reaches the worst best so far of the live cells
+    (per device kind), which only falls. ``src_ok`` is an ``(n_acc + 1, n_cpu + 1)`` int8
+    scratch array (the live cells of the row).
     """
     n_acc = dp.shape[1] - 1
     n_cpu = dp.shape[2] - 1
     inf = np.inf
     replicate = max_rep_acc > 1 or max_rep_cpu > 1
     for big in range(i_start, i_end):
+        use_acc = n_acc > 0
+        use_cpu = n_cpu > 0
+        cut_acc = upper
+        cut_cpu = upper
         for a in range(n_acc + 1):
             for c in range(n_cpu + 1):
                 dp[big, a, c] = inf
@@ -268,6 +290,25 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 for c in range(n_cpu + 1):
                     dp[0, a, c] = 0.0
             continue
+        if live_cell:
+            # the row's cells that can still be on a split below upper, and the kinds of
+            # device their last slice may use
+            use_acc = False
+            use_cpu = False
+            for a in range(n_acc + 1):
+                for c in range(n_cpu + 1):
+                    live = cell_is_live(  # type: ignore[no-untyped-call]
+                        work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio)
+                    if live:
+                        src_ok[a, c] = 1
+                        if a > 0:
+                            use_acc = True
+                        if c > 0:
+                            use_cpu = True
+                    else:
+                        src_ok[a, c] = 0
+            if not (use_acc or use_cpu):
+                continue
         stamp[big] = big
         sp = 0
         st_lower[0] = big
@@ -344,8 +385,14 @@ def dp_fill(  # type: ignore[no-untyped-def]
                             comm_out -= edge_cost[pred_edge[q]]
                         else:
                             comm_in += edge_cost[pred_edge[q]]
-            acc_ok = n_acc > 0 and bad_acc == 0 and mem <= acc_cap
-            cpu_ok = n_cpu > 0 and bad_cpu == 0 and mem <= cpu_cap
+            acc_ok = use_acc and bad_acc == 0 and mem <= acc_cap
+            cpu_ok = use_cpu and bad_cpu == 0 and mem <= cpu_cap
+            if not replicate:
+                # a slice whose compute reaches every live cell's best so far improves none
+                if comp_acc >= cut_acc:
+                    acc_ok = False
+                if comp_cpu >= cut_cpu:
+                    cpu_ok = False
             lb = inf
             if acc_ok:
                 lb = comp_acc
@@ -386,8 +433,11 @@ def dp_fill(  # type: ignore[no-untyped-def]
                     acc_load = max(comp_acc, max(ci, co))
             cpu_load = comp_cpu if cpu_ok else inf
             if not replicate:
+                improved = False
                 for a in range(n_acc + 1):
                     for c in range(n_cpu + 1):
+                        if live_cell and src_ok[a, c] == 0:
+                            continue
                         best = dp[big, a, c]
                         if a > 0 and acc_load < best:
                             v = max(dp[lower, a - 1, c], acc_load)
@@ -395,13 +445,29 @@ def dp_fill(  # type: ignore[no-untyped-def]
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_ACC
+                                improved = True
                         if c > 0 and cpu_load < best:
                             v = max(dp[lower, a, c - 1], cpu_load)
                             if v < best:
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_CPU
+                                improved = True
                         dp[big, a, c] = best
+                if live_cell and improved:
+                    # the row's walk may stop where compute reaches the worst live best
+                    worst_acc = 0.0
+                    worst_cpu = 0.0
+                    for a in range(n_acc + 1):
+                        for c in range(n_cpu + 1):
+                            if src_ok[a, c] == 0:
+                                continue
+                            if a > 0 and dp[big, a, c] > worst_acc:
+                                worst_acc = dp[big, a, c]
+                            if c > 0 and dp[big, a, c] > worst_cpu:
+                                worst_cpu = dp[big, a, c]
+                    cut_acc = min(upper, worst_acc)
+                    cut_cpu = min(upper, worst_cpu)
             else:
                 # min over k of max(dp[J][a - k][c], load on k replicas), likewise for CPUs
                 for row in range(2):
@@ -444,13 +510,49 @@ def dp_fill(  # type: ignore[no-untyped-def]
             st_f[sp, 4] = comm_out
             st_u[sp, 0] = bad_acc
             st_u[sp, 1] = bad_cpu
-        # unused devices: splitting over fewer devices is allowed
-        for a in range(n_acc + 1):
-            for c in range(n_cpu + 1):
-                if a > 0 and dp[big, a - 1, c] < dp[big, a, c]:
-                    dp[big, a, c] = dp[big, a - 1, c]
-                    prev_kind[big, a, c] = KIND_FEWER_ACC
-                if c > 0 and dp[big, a, c - 1] < dp[big, a, c]:
-                    dp[big, a, c] = dp[big, a, c - 1]
-                    prev_kind[big, a, c] = KIND_FEWER_CPU
+        _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
     return counters
+
+
+@helper
+def _fewer_devices(dp, prev_kind, big):  # type: ignore[no-untyped-def]
+    """Splitting over fewer devices is allowed: ``dp[big, a, c]`` takes the best of fewer."""
+    for a in range(dp.shape[1]):
+        for c in range(dp.shape[2]):
+            if a > 0 and dp[big, a - 1, c] < dp[big, a, c]:
+                dp[big, a, c] = dp[big, a - 1, c]
+                prev_kind[big, a, c] = KIND_FEWER_ACC
+            if c > 0 and dp[big, a, c - 1] < dp[big, a, c]:
+                dp[big, a, c] = dp[big, a, c - 1]
+                prev_kind[big, a, c] = KIND_FEWER_CPU
+
+
+#: Relative slack of :func:`cell_is_live`: work sums are added in different orders per ideal.
+LIVE_SLACK = 1e-9
+
+
+@helper
+def cell_is_live(work_in, total_work, upper, a, c, n_acc, n_cpu, inv_ratio):  # type: ignore[no-untyped-def]
+    """Whether a split of an ideal of work ``work_in`` over ``a`` accelerators and ``c`` CPUs
+    can be part of a split of everything with max-load below ``upper`` (work bound only).
+
+    A device's load is at least its compute. In accelerator time units (a node's
+    accelerator time, or its CPU time over ``inv_ratio`` where it cannot run on one), a CPU
+    takes at most ``upper * inv_ratio`` before its load reaches ``upper``: ``inv_ratio`` is
+    the largest ratio of accelerator to CPU time over all nodes.
+
+    >>> cell_is_live(3.0, 6.0, 1.0, 3, 0, 6, 0, 0.0)    # 3 + 3 on 6 devices below 1.0
+    True
+    >>> cell_is_live(3.0, 6.0, 1.0, 2, 0, 6, 0, 0.0)    # 3 on 2 devices: one gets 1.5
+    False
+    """
+    tol = upper * (1.0 + LIVE_SLACK)
+    cap_in = float(a)
+    if c > 0:
+        cap_in += c * inv_ratio
+    if work_in > tol * cap_in:
+        return False
+    cap_rest = float(n_acc - a)
+    if n_cpu - c > 0:
+        cap_rest += (n_cpu - c) * inv_ratio
+    return total_work - work_in <= tol * cap_rest + LIVE_SLACK * total_work

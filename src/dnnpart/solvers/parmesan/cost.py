@@ -31,7 +31,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import linear_sum_assignment
 
 from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
 
@@ -230,6 +229,8 @@ def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
                     cost[i] += in_m[:, d]
             cost[:, d] = np.inf
             finite = np.where(np.isfinite(cost), cost, _BIG)
+            from scipy.optimize import linear_sum_assignment  # lazy: 0.2-0.5 s to import
+
             rows, cols = linear_sum_assignment(finite)
             val = float(finite[rows, cols].sum())
             table[s, d] += np.inf if val >= _BIG else val

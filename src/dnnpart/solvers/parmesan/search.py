@@ -39,13 +39,11 @@ Choices where the paper is silent (also in ``docs/parmesan.md``):
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +66,9 @@ from dnnpart.solvers.parmesan.kernels import (
     dfs_feasible,
 )
 from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 #: Default relative tolerance of the binary search.
 DEFAULT_EPS = 1e-3
@@ -468,6 +469,9 @@ def map_stages(
     workers = max(1, int(threads))
     pool: ProcessPoolExecutor | None = None
     if workers > 1:
+        import multiprocessing  # lazy, like the pool: the method catalog imports this module
+        from concurrent.futures import ProcessPoolExecutor
+
         ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                    initializer=_init_worker, initargs=(space,))

@@ -1,0 +1,141 @@
+"""The exact DP on real captured graphs with 10^5 ideals and more (issue 20), whole process.
+
+Run: ``PYTHONPATH=src python benchmarks/dp_big_lattice.py [--only NAME ...] [--src DIR]
+[--set KEY=VALUE ...] [--time-limit S]``.
+
+Each graph is a ``torch.export`` capture of a HuggingFace model built from its config
+(nothing downloaded), pinned as ``bench-results/<name>.npz`` by ``dnnpart import`` the first
+time (needs torch and the ``hf`` extra). The pinned one is BERT with 4 layers (130 stage
+nodes, 148,200 ideals, about the 148,750 of the HF ResNet-50 capture of issue 20, which
+today's frontend captures with 240 ideals: its graph no longer has the side branches that
+made it wide). Each solve is ``dnnpart solve GRAPH --method dp --json --cluster
+4xA100+1cpu`` in a fresh process (wall time and peak RSS are the whole process's: start-up,
+import of the graph, enumeration, DPL, DP). ``--src`` runs another checkout's sources (the
+speed-up table of issue 20 runs this script with ``--src`` pointing at the commit before);
+``--set`` passes method options (``work_bound=false threads=1`` is the DP before issue 20).
+Writes ``bench-results/dp_big_lattice.md`` (or ``--out``) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench-results"
+CLUSTER = "4xA100+1cpu"
+
+#: name -> (model spec, what it is)
+GRAPHS = {
+    "hf_bert_4layers": ("hf:bert:num_hidden_layers=4", "BERT-base, 4 layers (pinned)"),
+    "hf_resnet50": ("hf:resnet-50", "ResNet-50"),
+    "hf_bert_2layers": ("hf:bert:num_hidden_layers=2", "BERT-base, 2 layers"),
+    "hf_vit_base": ("hf:vit-base", "ViT-base"),
+    "hf_bert": ("hf:bert", "BERT-base, 12 layers"),
+}
+#: what runs without --only (the others take minutes each)
+DEFAULT = ("hf_bert_4layers", "hf_resnet50")
+
+
+def capture(name: str, env: dict[str, str]) -> Path:
+    """The pinned ``.npz`` of ``name`` (captured with this checkout's frontend if missing)."""
+    path = OUT / f"{name}.npz"
+    if not path.exists():
+        spec = GRAPHS[name][0]
+        subprocess.run([sys.executable, "-m", "dnnpart", "import", spec, "--out", str(path),
+                        "--quiet"], check=True, env=env)
+    return path
+
+
+def run_one(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, object]:
+    """One whole-process solve: its JSON result, wall seconds and peak RSS (MB)."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "killed", "wall_s": time.perf_counter() - t0, "rss_mb": float("nan")}
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if proc.returncode not in (0, 1):
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        return {"status": f"error: {tail[0][:80]}", "wall_s": wall, "rss_mb": rss}
+    result: dict[str, object] = json.loads(proc.stdout)
+    result.update(wall_s=wall, rss_mb=rss)
+    return result
+
+
+def _formatter(result: dict[str, object]) -> Callable[..., str]:
+    def num(key: str, fmt: str = ",") -> str:
+        v = result.get(key)
+        return "-" if v is None else format(v, fmt)
+
+    return num
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=list(DEFAULT),
+                        help=f"graph names to run, of {', '.join(GRAPHS)} (default: %(default)s)")
+    parser.add_argument("--src", type=Path, default=ROOT / "src", help="sources to solve with")
+    parser.add_argument("--set", dest="options", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--out", type=Path, default=OUT / "dp_big_lattice.md")
+    parser.add_argument("--one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:  # a child of its own, so that RUSAGE_CHILDREN is this one solve's
+        env = dict(os.environ)
+        print(json.dumps(run_one(args.one, env, float(env.get("DP_BENCH_TIMEOUT", "3600")))))
+        return 0
+    OUT.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    solve_env = dict(os.environ, PYTHONPATH=str(args.src.resolve()),
+                     DP_BENCH_TIMEOUT=str(args.time_limit + 60))
+    header = (f"# Exact DP on captured real graphs (whole process, {CLUSTER})\n\n"
+              f"sources: `{args.src}`; options: {' '.join(args.options) or 'defaults'}; "
+              f"time limit {args.time_limit:g} s; load average before: "
+              f"{os.getloadavg()[0]:.1f}\n\n"
+              "| graph | stage nodes | ideals | cover pairs | status | objective | DPL bound "
+              "| slices priced | threads | wall s | peak RSS MB |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|")
+    print(header, flush=True)
+    rows = []
+    for name, (_spec, label) in GRAPHS.items():
+        if name not in args.only:
+            continue
+        try:
+            path = capture(name, env)
+        except subprocess.CalledProcessError:
+            print(f"skipped {name}: capture failed (needs torch and the hf extra)")
+            continue
+        argv = [sys.executable, "-m", "dnnpart", "solve", str(path), "--method", "dp", "--json",
+                "--cluster", CLUSTER, "--time-limit", str(args.time_limit),
+                *[x for kv in args.options for x in ("--set", kv)]]
+        proc = subprocess.run([sys.executable, __file__, "--one", *argv], capture_output=True,
+                              text=True, env=solve_env, check=True)
+        r = json.loads(proc.stdout)
+
+        status = str(r.get("status"))
+        if r.get("timed_out"):
+            status += " (time limit)"
+        num = _formatter(r)
+        row = (f"| {label} | {num('n_stage_nodes')} | {num('n_ideals')} | {num('n_cover_pairs')} "
+               f"| {status} | {num('objective', '.6g')} | {num('upper_bound', '.6g')} "
+               f"| {num('slices_priced')} | {r.get('threads', 1)} | {num('wall_s', '.1f')} "
+               f"| {num('rss_mb', '.0f')} |")
+        rows.append(row)
+        print(row, flush=True)
+    args.out.write_text(header + "\n" + "\n".join(rows) + "\n")
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
