@@ -25,6 +25,7 @@ class LazyKernel(Generic[F]):
         self.py_func = py_func
         self.plain_below = plain_below
         self._compiled: Callable[..., Any] | None = None
+        self._warm = False  # called once compiled: numba has built (or loaded) its code
         self.__name__ = py_func.__name__
         self.__doc__ = py_func.__doc__
 
@@ -36,7 +37,19 @@ class LazyKernel(Generic[F]):
 
             _bind_helpers(self.py_func.__globals__)
             self._compiled = numba.njit(cache=True, nogil=True)(self.py_func)
+        if not self._warm:
+            return self._first_call(args)
         return self._compiled(*args)
+
+    def _first_call(self, args: tuple[Any, ...]) -> Any:
+        """The call that compiles: shielded from the stop backstop (see ``interrupt.shielded``)."""
+        from dnnpart import interrupt
+
+        assert self._compiled is not None
+        with interrupt.shielded():
+            result = self._compiled(*args)
+        self._warm = True
+        return result
 
 
 #: module name -> plain functions its kernels call (see :func:`helper`)
@@ -118,6 +131,8 @@ class _Linked(LazyKernel[F]):
         if self._compiled is None:
             self._owner.compile_all()
         assert self._compiled is not None
+        if not self._warm:
+            return self._first_call(args)
         return self._compiled(*args)
 
 

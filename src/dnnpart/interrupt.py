@@ -15,7 +15,9 @@ Mechanism
   the flag (a long C call, a method that ignores the clock), raises :class:`Stopped` in the
   solving thread ``GRACE_S`` seconds after the flag was set (plus 5% of the limit when the
   limit set it). The
-  registry turns :class:`Stopped` into a result without a plan.
+  registry turns :class:`Stopped` into a result without a plan. The backstop waits while a
+  numba kernel is compiled (:func:`shielded`, used by ``dnnpart._jit`` on a kernel's first
+  call): a compile cut midway would break the kernel for the rest of the process.
 * Blocking C solvers (CP-SAT, HiGHS) run in a helper thread through :func:`run_blocking`,
   which waits in short slices and calls the solver's own ``stop`` hook when the flag is set,
   so they return their incumbent.
@@ -46,7 +48,8 @@ GRACE_S = 2.0
 
 _lock = threading.Lock()
 _flag = threading.Event()
-_state: dict[str, Any] = {"reason": None, "since": None, "depth": 0, "limit_hit": False}
+_state: dict[str, Any] = {"reason": None, "since": None, "depth": 0, "limit_hit": False,
+                          "shield": 0}
 
 
 class Stopped(BaseException):
@@ -99,6 +102,29 @@ def reset() -> None:
     with _lock:
         _flag.clear()
         _state.update(reason=None, since=None, limit_hit=False)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Hold the backstop off for a block that must not be cut midway.
+
+    Numba compiles a kernel in Python on its first call; an asynchronous :class:`Stopped`
+    landing there leaves the dispatcher half-built ("no compiled object yet" on every later
+    call). The stop flag is still set and seen by the caller after the block.
+
+    Examples
+    --------
+    >>> with shielded():
+    ...     _state["shield"]
+    1
+    """
+    with _lock:
+        _state["shield"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _state["shield"] -= 1
 
 
 def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
@@ -157,7 +183,7 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
             # repeated: an asynchronous exception that lands in a __del__ or a gc callback
             # is printed and dropped by Python
             if since is not None and now - since >= grace and now - fired_at >= 1.0 \
-                    and not done.is_set():
+                    and not done.is_set() and _state["shield"] == 0:
                 fired_at = now
                 _raise_in(target, Stopped)
 
