@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import unique_ints
+
 IntArray = npt.NDArray[np.int64]
 
 
@@ -38,7 +40,7 @@ def strong_components(n: int, src: IntArray, dst: IntArray) -> tuple[int, IntArr
     """
     if n == 0:
         return 0, np.zeros(0, np.int64)
-    pairs = np.unique(np.asarray(src, np.int64) * n + np.asarray(dst, np.int64))
+    pairs = unique_ints(np.asarray(src, np.int64) * n + np.asarray(dst, np.int64))
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(pairs // n, minlength=n), out=ptr[1:])
     succ = (pairs % n).tolist()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import unique_ints
 from dnnpart.graph.core import Graph
 from dnnpart.graph.kernels import kahn_order
 from dnnpart.graph.scc import strong_components
@@ -97,7 +98,7 @@ def _condense(
         m, comp = connected_components(adj, directed=True, connection="strong")
     cs, cd = comp[src].astype(np.int64), comp[dst].astype(np.int64)
     keep = cs != cd
-    pairs = np.unique(cs[keep] * m + cd[keep])
+    pairs = unique_ints(cs[keep] * m + cd[keep])
     cs, cd = pairs // m, pairs % m
     ptr, idx = _csr(m, cs, cd)
     order, count = kahn_order(m, ptr, idx)
