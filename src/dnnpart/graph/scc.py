@@ -35,8 +35,8 @@ def strong_components(n: int, src: IntArray, dst: IntArray) -> tuple[int, IntArr
     --------
     >>> import numpy as np
     >>> m, label = strong_components(4, np.array([0, 1, 2]), np.array([1, 0, 3]))
-    >>> m, label.tolist()                  # {0, 1} a cycle; 2 -> 3
-    (3, [2, 2, 1, 0])
+    >>> m, label.tolist()         # {0, 1} a cycle, completed first; then 3, then 2
+    (3, [0, 0, 2, 1])
     """
     if n == 0:
         return 0, np.zeros(0, np.int64)
