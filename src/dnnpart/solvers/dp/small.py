@@ -28,7 +28,7 @@ no BLAS product (OpenBLAS threads spin on a second core after one). Every slice 
 same float operations in the same order as when the rows were filled one at a time (the row
 sums of the transfer columns in numpy's order: :func:`_row_sums`), so the tables are those
 of the row-at-a-time version to the bit (compared on the 14 reference workloads and 900
-random problems when it was replaced); op BERT-3 inference: 0.10 s instead of 0.30 s.
+random problems when it was replaced); op BERT-3 inference: about 0.1 s instead of 0.3 s.
 """
 
 from __future__ import annotations
