@@ -146,11 +146,25 @@ def cluster_ops(
             push(keep, w)
         for w in pred[keep]:
             push(w, keep)
-    # topological numbering of the hyper-ops (Kahn, smallest representative first)
-    indeg = {v: len(pred[v]) for v in members}
-    ready = sorted(v for v, d in indeg.items() if d == 0)
-    number: dict[int, int] = {}
+    number = smallest_first_numbering(succ, {v: len(pred[v]) for v in members})
+    label = np.empty(dag.n, np.int64)
+    for r, block in members.items():
+        label[list(block)] = number[r]
+    return label
+
+
+def smallest_first_numbering(succ: dict[int, set[int]], indeg: dict[int, int]) -> dict[int, int]:
+    """A topological numbering of a DAG given as successor sets and in-degrees (Kahn's
+    algorithm, the smallest ready node first: deterministic labels). ``indeg`` is consumed.
+
+    Examples
+    --------
+    >>> smallest_first_numbering({0: {2}, 1: {2}, 2: set()}, {0: 0, 1: 0, 2: 2})
+    {0: 0, 1: 1, 2: 2}
+    """
+    ready = [v for v, d in indeg.items() if d == 0]
     heapq.heapify(ready)
+    number: dict[int, int] = {}
     while ready:
         v = heapq.heappop(ready)
         number[v] = len(number)
@@ -158,7 +172,4 @@ def cluster_ops(
             indeg[w] -= 1
             if indeg[w] == 0:
                 heapq.heappush(ready, w)
-    label = np.empty(dag.n, np.int64)
-    for r, block in members.items():
-        label[list(block)] = number[r]
-    return label
+    return number

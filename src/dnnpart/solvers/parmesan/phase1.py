@@ -42,7 +42,7 @@ from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph.core import Graph
 from dnnpart.graph.ideals import count_dag_ideals
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
-from dnnpart.solvers.parmesan.clustering import cluster_ops
+from dnnpart.solvers.parmesan.clustering import cluster_ops, smallest_first_numbering
 from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, OpDag, atomic_dag, quotient
 from dnnpart.solvers.parmesan.partition_dp import (
     StagePartition,
@@ -207,8 +207,6 @@ def _fuse_pieces(hyper: OpDag, side: IntArray, mem: MemoryModel, n_stages: int) 
 def _topological_labels(hyper: OpDag, key: IntArray) -> IntArray:
     """Blocks ``key`` (a representative per node) numbered in a topological order of the
     quotient (Kahn, smallest representative first)."""
-    import heapq
-
     reps = sorted(set(key.tolist()))
     succ: dict[int, set[int]] = {r: set() for r in reps}
     indeg = dict.fromkeys(reps, 0)
@@ -216,16 +214,7 @@ def _topological_labels(hyper: OpDag, key: IntArray) -> IntArray:
         if a != b and b not in succ[a]:
             succ[a].add(b)
             indeg[b] += 1
-    ready = [r for r in reps if indeg[r] == 0]
-    heapq.heapify(ready)
-    number: dict[int, int] = {}
-    while ready:
-        r = heapq.heappop(ready)
-        number[r] = len(number)
-        for w in succ[r]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(ready, w)
+    number = smallest_first_numbering(succ, indeg)
     return np.array([number[int(k)] for k in key.tolist()], dtype=np.int64)
 
 
