@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 HEAVY = ("numba", "ortools", "highspy", "torch", "onnx", "matplotlib", "rich", "networkx")
 
@@ -21,3 +24,34 @@ def test_import_dnnpart_does_not_import_heavy_modules() -> None:
     assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"import dnnpart pulled in {loaded}"
+
+
+OP_BERT3 = (Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "dnn-partitioning"
+            / "throughput" / "OperatorGraphs" / "bert_l-3_inference.json")
+
+
+@pytest.mark.parametrize("graph", ["zoo:bert-3", "op-bert-3"])
+def test_small_dp_solve_loads_neither_numba_nor_scipy_sparse(graph: str) -> None:
+    # start-up (issue 20): a small DP solve from the command line pays for neither numba (its
+    # lattice and rows run in numpy) nor scipy.sparse (the stage graph's components come from
+    # a plain twin), nor numpy.ma (np.unique imports it: ~10 ms), nor the other methods' modules
+    if graph == "op-bert-3":
+        if not OP_BERT3.exists():
+            pytest.skip(f"reference workload {OP_BERT3} is absent")
+        graph = str(OP_BERT3)
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from dnnpart.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    rc = main(['solve', {graph!r}, '--method', 'dp'])\n"
+        "heavy = ('numba', 'scipy.sparse', 'scipy.optimize', 'numpy.ma', 'dnnpart.baselines',\n"
+        "         'dnnpart.solvers.ip')\n"
+        "print(json.dumps([rc, sorted(m for m in sys.modules\n"
+        "                             if any(m == h or m.startswith(h + '.') for h in heavy))]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rc, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rc == 0
+    assert loaded == []

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import unique_ints
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -226,7 +228,7 @@ class Cluster:
         >>> c.group_bandwidth([0, 2]), c.group_bandwidth([1])
         (4000000000.0, inf)
         """
-        idx = np.unique(np.asarray(devices, dtype=np.int64))
+        idx = unique_ints(np.asarray(devices, dtype=np.int64))
         if idx.size < 2:
             return math.inf
         block = self.bandwidth[np.ix_(idx, idx)].copy()
@@ -244,7 +246,7 @@ class Cluster:
         False
         """
         accs = list(self.accelerators)
-        return bool(accs) and np.unique(self.group[accs]).size > 1
+        return bool(accs) and unique_ints(self.group[accs]).size > 1
 
     def transfer_scale(self) -> FloatArray:
         """``(d, d)`` factor on an edge's cost for a transfer from device ``i`` to ``j``.

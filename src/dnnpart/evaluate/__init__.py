@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart._arrays import unique_ints
 from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
 from dnnpart.evaluate.loads import LoadBreakdown, combine, load_breakdown, node_times
 from dnnpart.evaluate.replication import allreduce_time, checked_replication, combine_replicated
@@ -250,7 +251,7 @@ def _violations(problem: Problem, a: IntArray, memory: FloatArray) -> list[str]:
 
 def _contiguity(graph: Graph, a: IntArray, n_devices: int) -> BoolArray:
     result = np.ones(n_devices, dtype=np.bool_)
-    for dev in np.unique(a):
+    for dev in unique_ints(a):
         for part in (False, True):
             member = (a == dev) & (graph.is_backward == part)
             if member.any():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnpart._arrays import unique_ints
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 
@@ -128,7 +129,7 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     times = node_times(g, c, assignment)
     on = np.flatnonzero((assignment == d) & (times > 0))
     unit_of = _unit_of(problem)
-    if on.size == 0 or np.unique(unit_of[on]).size != 1:
+    if on.size == 0 or unique_ints(unit_of[on]).size != 1:
         return None
     unit = np.flatnonzero(unit_of == unit_of[on[0]])
     here = float(times[on].sum())

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import unique_ints
 from dnnpart.devices.cluster import Cluster
 from dnnpart.graph.core import FloatArray, Graph, IntArray
 
@@ -99,9 +100,9 @@ def _flat_transfers(
     comm_out: FloatArray,
 ) -> None:
     # Uniform nodes: out once per node, in once per (node, receiving device).
-    senders = np.unique(e_src[per_node])
+    senders = unique_ints(e_src[per_node])
     np.add.at(comm_out, (role[senders], a[senders]), node_cost[senders])
-    pairs = np.unique(e_src[per_node] * d + a[e_dst[per_node]])
+    pairs = unique_ints(e_src[per_node] * d + a[e_dst[per_node]])
     pair_src, pair_dev = pairs // d, pairs % d
     np.add.at(comm_in, (role[pair_src], pair_dev), node_cost[pair_src])
     # Non-uniform nodes: every crossing edge is its own transfer.
@@ -119,14 +120,14 @@ def _hierarchical_transfers(
     link = cluster.transfer_scale()
     # Uniform nodes: in once per (node, receiving device) at that link; out once per node at
     # the slowest link among its receivers.
-    pairs = np.unique(e_src[per_node] * d + a[e_dst[per_node]])
+    pairs = unique_ints(e_src[per_node] * d + a[e_dst[per_node]])
     pair_src, pair_dev = pairs // d, pairs % d
     rate = link[a[pair_src], pair_dev]
     np.add.at(comm_in, (role[pair_src], pair_dev), node_cost[pair_src] * rate)
     n = node_cost.shape[0]
     slowest = np.zeros(n)
     np.maximum.at(slowest, pair_src, rate)
-    senders = np.unique(pair_src)
+    senders = unique_ints(pair_src)
     np.add.at(comm_out, (role[senders], a[senders]), node_cost[senders] * slowest[senders])
     # Non-uniform nodes: every crossing edge is its own transfer, at its own link.
     edge_src, edge_dst, edge_cost = e_src[~per_node], e_dst[~per_node], e_cost[~per_node]

@@ -287,8 +287,9 @@ def register(
 
 
 def _load_all() -> None:
-    # Importing the catalog registers every built-in method.
-    import dnnpart.solvers.catalog  # noqa: F401
+    from dnnpart.solvers import catalog
+
+    catalog.load_all()
 
 
 def available_methods() -> list[MethodInfo]:
@@ -304,8 +305,16 @@ def available_methods() -> list[MethodInfo]:
 
 
 def get_method(name: str) -> MethodInfo:
-    """Look a method up by name; ``ValueError`` lists the valid names."""
-    _load_all()
+    """Look a method up by name; ``ValueError`` lists the valid names.
+
+    Imports only the module of a built-in method (start-up: :mod:`dnnpart.solvers.catalog`).
+    """
+    if name not in _METHODS:
+        from dnnpart.solvers import catalog
+
+        catalog.load(name)
+    if name not in _METHODS:
+        _load_all()
     try:
         return _METHODS[name]
     except KeyError:

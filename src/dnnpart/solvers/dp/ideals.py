@@ -111,9 +111,6 @@ def enumerate_stage_ideals(
     if max_ideals < 1:
         raise ValueError(f"max_ideals must be >= 1, got {max_ideals!r}")
     n = stage.n_stage_nodes
-    zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
-        0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True
-    )
     by_memory, max_edges = lattice_budget(n, int(max_memory_bytes), bytes_per_ideal)
     cap = int(min(max_ideals, by_memory))
     small = None
@@ -123,6 +120,10 @@ def enumerate_stage_ideals(
     if small is not None:
         n_ideals, parent, added, e_up, e_node, e_low = small
     else:
+        # numpy.random (~10 ms to import) only here: the plain walk needs no hashes
+        zobrist = np.random.default_rng(_ZOBRIST_SEED).integers(
+            0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True
+        )
         n_ideals, parent, added, e_up, e_node, e_low = enumerate_lattice(
             n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr, stage.succ_idx, zobrist,
             cap, int(max_edges),

@@ -2,7 +2,8 @@
 
 Loading numba and the cached DP kernel costs about 0.6 s of a process; the plain-Python twin
 of :func:`~dnnpart.solvers.dp.kernels.dp_fill` costs as much on op BERT-3 (10 us a slice).
-This module fills the same tables with array operations per row instead of a walk:
+This module fills the same tables with array operations instead of a walk, a *level* at a
+time (the ideals of one size, which never contain one another and read only smaller ones):
 
 * compute, memory and unplaceable-node counts are additive over nodes, so a slice
   ``I \\ J`` has ``sum[I] - sum[J]`` (per-ideal prefix sums);
@@ -18,38 +19,42 @@ The slices priced are the kernel's (every ``J`` below ``I`` whose slice's least 
 below ``upper``: along a walk the compute only grows, so the kernel reaches exactly these),
 and the values are the kernel's up to float rounding (sums taken in another order); ties may
 pick another split of the same value. Tests compare it with the kernel and brute force.
+
+Speed (issue 20, start-up; ``docs/performance.md``): a level's pairs ``(I, J)`` are priced
+together, a row's best cell by segmented minima (``np.minimum.reduceat``; ties to the lowest
+``J``, as ``argmin`` and the kernel take them), each boundary column and each DP cell as one
+contiguous array (gathers by ``take`` on 1-d arrays cost a tenth of 2-d fancy indexing), and
+no BLAS product (OpenBLAS threads spin on a second core after one). Every slice gets the
+same float operations in the same order as when the rows were filled one at a time (the row
+sums of the transfer columns in numpy's order: :func:`_row_sums`), so the tables are those
+of the row-at-a-time version to the bit (compared on the 14 reference workloads and 900
+random problems when it was replaced); op BERT-3 inference: about 0.1 s instead of 0.3 s.
 """
 
 from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.core import Graph
 from dnnpart.solvers.dp.ideals import IdealLattice
-from dnnpart.solvers.dp.kernels import KIND_ACC, KIND_CPU, _fewer_devices, ideal_sums
+from dnnpart.solvers.dp.kernels import KIND_ACC, KIND_CPU, KIND_FEWER_ACC, KIND_FEWER_CPU
 from dnnpart.solvers.dp.preprocess import StageGraph
 
 FloatArray = npt.NDArray[np.float64]
 
-
-def ideal_bits(lattice: IdealLattice, n_stage: int) -> npt.NDArray[np.uint64]:
-    """``(n_ideals, words)`` membership bit sets of the ideals over the stage nodes."""
-    words = max(1, (n_stage + 63) // 64)
-    bits = np.zeros((lattice.n_ideals, words), np.uint64)
-    parent, added = lattice.parent.tolist(), lattice.added.tolist()
-    for i in range(1, lattice.n_ideals):
-        bits[i] = bits[parent[i]]
-        v = added[i]
-        bits[i, v >> 6] |= np.uint64(1) << np.uint64(v & 63)
-    return bits
+#: Subset tests word by word up to this many 64-node words, else on the 3-d array at once.
+_WORD_LOOP = 4
 
 
 def _items(
     graph: Graph, stage: StageGraph, node_cost: FloatArray, uniform: npt.NDArray[np.bool_],
-    words: int,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], FloatArray] | None:
-    """Transfer items: source stage node, target stage bit set, cost (see module docstring);
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], FloatArray] | None:
+    """Transfer items: source stage node, ``(stage nodes, items)`` target incidence, cost
+    (see module docstring);
     ``None`` when an edge joins stage nodes the stage DAG does not order (a training graph's
     loss-to-gradient edges): then a target may lie in an ideal without its source."""
     stage_succ = [set(stage.succ_idx[stage.succ_ptr[s]:stage.succ_ptr[s + 1]].tolist())
@@ -76,16 +81,35 @@ def _items(
                 src_l.append(su)
                 tgt_l.append([t])
                 cost_l.append(float(graph.edge_cost[e]))
-    tgt = np.zeros((len(src_l), words), np.uint64)
+    incidence = np.zeros((stage.n_stage_nodes, len(src_l)), np.int32)
     for k, ts in enumerate(tgt_l):
-        for t in ts:
-            tgt[k, t >> 6] |= np.uint64(1) << np.uint64(t & 63)
-    return np.asarray(src_l, np.int64), tgt, np.asarray(cost_l, np.float64)
+        incidence[ts, k] = 1
+    return np.asarray(src_l, np.int64), incidence, np.asarray(cost_l, np.float64)
 
 
-def _bit_list(words: npt.NDArray[np.uint64]) -> list[int]:
-    return [64 * w + b for w in range(words.shape[0]) for b in range(64)
-            if (int(words[w]) >> b) & 1]
+def _level_cuts(lattice: IdealLattice) -> list[int]:
+    """Starts of the runs of ideals of one size (and ``n_ideals``): such ideals never
+    contain one another, and their parents lie in earlier runs."""
+    parent = lattice.parent.tolist()
+    size = [0] * lattice.n_ideals
+    cuts = [0]
+    for i in range(1, lattice.n_ideals):
+        size[i] = size[parent[i]] + 1
+        if size[i] != size[i - 1]:
+            cuts.append(i)
+    return [*cuts, lattice.n_ideals]
+
+
+def _accumulate(
+    lattice: IdealLattice, cuts: list[int], per_node: npt.NDArray[np.generic], how: str,
+) -> npt.NDArray[np.generic]:
+    """Per ideal, ``per_node`` rows summed (``how="add"``: ideal ``i`` gets its parent's
+    value plus its added node's, the order of ``ideal_sums``) or or-ed over its nodes."""
+    out = np.zeros((lattice.n_ideals, *per_node.shape[1:]), per_node.dtype)
+    for lo, hi in itertools.pairwise(cuts[1:]):
+        up, new = out[lattice.parent[lo:hi]], per_node[lattice.added[lo:hi]]
+        out[lo:hi] = up + new if how == "add" else up | new
+    return out
 
 
 def fill_small(
@@ -119,97 +143,215 @@ def fill_small(
     n_ideals = lattice.n_ideals
     n_acc, n_cpu = dp.shape[1] - 1, dp.shape[2] - 1
     n_stage = stage.n_stage_nodes
-    words = max(1, (n_stage + 63) // 64)
-    found = _items(graph, stage, node_cost, uniform, words)
+    found = _items(graph, stage, node_cost, uniform)
     if found is None:
         return None
-    src, tgt, cost = found
-    bits = ideal_bits(lattice, n_stage)
-
-    def per_ideal(values: FloatArray) -> FloatArray:
-        per_stage = np.bincount(stage.stage_of, weights=values, minlength=n_stage)
-        return np.asarray(ideal_sums(lattice.parent, lattice.added, per_stage))
+    src, incidence, cost = found
+    n_items = src.shape[0]
+    cuts = _level_cuts(lattice)
 
     fin_a, fin_c = np.isfinite(acc_time), np.isfinite(cpu_time)
-    comp_a = per_ideal(np.where(fin_a, acc_time, 0.0))
-    comp_c = per_ideal(np.where(fin_c, cpu_time, 0.0))
-    bad_a = per_ideal((~fin_a).astype(np.float64))
-    bad_c = per_ideal((~fin_c).astype(np.float64))
-    mem = per_ideal(graph.memory_bytes.astype(np.float64))
+    per_node = np.stack([np.where(fin_a, acc_time, 0.0), np.where(fin_c, cpu_time, 0.0),
+                         (~fin_a).astype(np.float64), (~fin_c).astype(np.float64),
+                         graph.memory_bytes.astype(np.float64)], axis=1)
+    per_stage = np.stack([np.bincount(stage.stage_of, weights=per_node[:, k], minlength=n_stage)
+                          for k in range(per_node.shape[1])], axis=1)
+    sums = _accumulate(lattice, cuts, per_stage, "add")
+    comp_a, comp_c, bad_a, bad_c, mem = (np.ascontiguousarray(sums[:, k]) for k in range(5))
 
-    n_items = src.shape[0]
-    # per ideal and item: how many of its targets are inside (a float matrix product: exact
-    # for these small counts), and whether its source is
-    member = ((bits[:, np.arange(n_stage) >> 6] >> (np.arange(n_stage) & 63).astype(np.uint64))
-              & np.uint64(1)).astype(np.float32)
-    incidence = np.zeros((n_stage, n_items), np.float32)
-    for k in range(n_items):
-        for t in _bit_list(tgt[k]):
-            incidence[t, k] = 1.0
-    inside = np.rint(member @ incidence).astype(np.int32)         # (n_ideals, items)
+    # per ideal: its stage nodes, and per item how many of its targets are inside
+    member = _accumulate(lattice, cuts, np.eye(n_stage, dtype=np.bool_), "or")
+    inside = _accumulate(lattice, cuts, incidence, "add")
     n_targets = incidence.sum(axis=0).astype(np.int32)
-    src_in = member[:, src] > 0
+    src_in = member[:, src]
     boundary = src_in & (inside < n_targets[None, :])
-    cost_p = np.concatenate([cost, [0.0]])
     out_boundary = (boundary * cost[None, :]).sum(axis=1)
     width = max(1, int(boundary.sum(axis=1).max())) if n_items else 1
     # boundary items of every ideal, padded with item `n_items`: no cost, no targets
     bd = np.full((n_ideals, width), n_items, np.int64)
-    for i in np.flatnonzero(boundary.any(axis=1)).tolist():
-        ks = np.flatnonzero(boundary[i])
-        bd[i, : ks.size] = ks
+    rows, ks = np.nonzero(boundary)
+    first = np.searchsorted(rows, rows)  # each row's first entry: rows are sorted
+    bd[rows, np.arange(rows.size) - first] = ks
     inside_p = np.hstack([inside, np.zeros((n_ideals, 1), np.int32)])
+    cost_p = np.concatenate([cost, [0.0]])
     n_targets_p = np.concatenate([n_targets, [0]])
+    edge = _Boundary(
+        items=np.ascontiguousarray(bd.T), cost=np.ascontiguousarray(cost_p[bd].T),
+        inside=np.ascontiguousarray(np.take_along_axis(inside_p, bd, axis=1).T),
+        n_targets=np.ascontiguousarray(n_targets_p[bd].T), inside_flat=inside_p.ravel(),
+        stride=n_items + 1, out=out_boundary)
+    # subset tests on bit sets: words of 64 stage nodes
+    pad = -n_stage % 64
+    bits = np.packbits(np.hstack([member, np.zeros((n_ideals, pad), np.bool_)]), axis=1)
+    bits = bits.view(np.uint64)
+    words = np.ascontiguousarray(bits.T)  # a word's column contiguous
 
     inf = np.inf
     priced = 0
-    dp[0] = 0.0
-    prev_lower[0] = -1
-    prev_kind[0] = -1
-    for big in range(1, n_ideals):
-        dp[big] = inf
-        prev_lower[big] = -1
-        prev_kind[big] = -1
-        below = np.flatnonzero(np.all((bits[:big] & ~bits[big]) == 0, axis=1))
-        ca, cc = comp_a[big] - comp_a[below], comp_c[big] - comp_c[below]
-        m = mem[big] - mem[below]
-        acc_ok = (n_acc > 0) & (bad_a[big] - bad_a[below] == 0) & (m <= acc_cap)
-        cpu_ok = (n_cpu > 0) & (bad_c[big] - bad_c[below] == 0) & (m <= cpu_cap)
+    # the tables cell by cell (``(accelerators, CPUs, ideals)``): a cell's column contiguous
+    shape = (*dp.shape[1:], n_ideals)
+    table = _Tables(np.full(shape, inf), np.full(shape, -1, np.int32),
+                    np.full(shape, -1, np.int8))
+    table.value[:, :, 0] = 0.0
+    # Rows of one level (ideals of one size) read only smaller ideals: each level is filled
+    # at once, every slice with the float operations a row at a time would take (ties to
+    # the lowest J): the same tables to the bit.
+    for lo, hi in itertools.pairwise(cuts[1:]):
+        # every J below a row's ideal I is an earlier ideal whose bits lie in I's
+        if words.shape[0] <= _WORD_LOOP:
+            outside = words[0, None, :lo] & ~words[0, lo:hi, None]
+            for w in range(1, words.shape[0]):
+                outside |= words[w, None, :lo] & ~words[w, lo:hi, None]
+            below = outside == 0
+        else:
+            below = ~np.any(bits[None, :lo] & ~bits[lo:hi, None], axis=2)
+        row, js = np.nonzero(below)                      # by row, then by J
+        big = row + lo
+        ca, cc = comp_a[big] - comp_a[js], comp_c[big] - comp_c[js]
+        m = mem[big] - mem[js]
+        acc_ok = (n_acc > 0) & (bad_a[big] - bad_a[js] == 0) & (m <= acc_cap)
+        cpu_ok = (n_cpu > 0) & (bad_c[big] - bad_c[js] == 0) & (m <= cpu_cap)
         lb = np.minimum(np.where(acc_ok, ca, inf), np.where(cpu_ok, cc, inf))
         keep = lb < upper
-        if not keep.any():
-            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
-            continue
-        js, ca, cc, acc_ok, cpu_ok = below[keep], ca[keep], cc[keep], acc_ok[keep], cpu_ok[keep]
-        priced += int(js.size)
-        items = bd[js]                                   # (P, width)
-        in_big = inside_p[big, items]
-        into = in_big > inside_p[js[:, None], items]
-        c_in = (cost_p[items] * into).sum(axis=1) * comm_scale
-        leaves = in_big < n_targets_p[items]
-        c_out = (out_boundary[big] - (cost_p[items] * leaves).sum(axis=1)) * comm_scale
-        if overlap == 0:
-            acc_load = ca + c_in + c_out
-        elif overlap == 1:
-            acc_load = np.maximum(ca, c_in + c_out)
-        else:
-            acc_load = np.maximum(ca, np.maximum(c_in, c_out))
-        acc_load = np.where(acc_ok, acc_load, inf)
-        cpu_load = np.where(cpu_ok, cc, inf)
-        dpj = dp[js]
-        if n_acc > 0:
-            cand = np.maximum(dpj[:, :-1, :], acc_load[:, None, None])
-            best, arg = cand.min(axis=0), cand.argmin(axis=0)
-            better = best < dp[big, 1:, :]
-            dp[big, 1:, :] = np.where(better, best, dp[big, 1:, :])
-            prev_lower[big, 1:, :] = np.where(better, js[arg], prev_lower[big, 1:, :])
-            prev_kind[big, 1:, :] = np.where(better, KIND_ACC, prev_kind[big, 1:, :])
-        if n_cpu > 0:
-            cand = np.maximum(dpj[:, :, :-1], cpu_load[:, None, None])
-            best, arg = cand.min(axis=0), cand.argmin(axis=0)
-            better = best < dp[big, :, 1:]
-            dp[big, :, 1:] = np.where(better, best, dp[big, :, 1:])
-            prev_lower[big, :, 1:] = np.where(better, js[arg], prev_lower[big, :, 1:])
-            prev_kind[big, :, 1:] = np.where(better, KIND_CPU, prev_kind[big, :, 1:])
-        _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
+        if keep.any():
+            big, js = big[keep], js[keep]
+            ca, cc, acc_ok, cpu_ok = ca[keep], cc[keep], acc_ok[keep], cpu_ok[keep]
+            priced += int(js.size)
+            _fill_level(big, js, ca, cc, acc_ok, cpu_ok, edge, comm_scale, overlap, table)
+        _fewer_devices_rows(table, lo, hi)
+    dp[...] = table.value.transpose(2, 0, 1)
+    prev_lower[...] = table.lower.transpose(2, 0, 1)
+    prev_kind[...] = table.kind.transpose(2, 0, 1)
     return priced
+
+
+class _Tables(NamedTuple):
+    """``dp``, ``prev_lower`` and ``prev_kind`` indexed ``[a, c, ideal]``."""
+
+    value: FloatArray
+    lower: npt.NDArray[np.int32]
+    kind: npt.NDArray[np.int8]
+
+
+class _Boundary(NamedTuple):
+    """Per column (``(width, n_ideals)`` arrays) and ideal: its boundary items (padded with a
+    no-cost, no-target item), their costs, targets inside and target counts; ``inside_flat``
+    how many targets of each item (``stride`` a row) each ideal holds; the boundary's
+    outgoing cost."""
+
+    items: npt.NDArray[np.int64]
+    cost: FloatArray
+    inside: npt.NDArray[np.int32]
+    n_targets: npt.NDArray[np.int32]
+    inside_flat: npt.NDArray[np.int32]
+    stride: int
+    out: FloatArray
+
+
+def _row_sums(columns: list[FloatArray]) -> FloatArray:
+    """``np.stack(columns, axis=1).sum(axis=1)``, bit for bit: numpy adds fewer than 8
+    items left to right (the test compares); from 8 its pairwise order, on the stack."""
+    if len(columns) >= 8:
+        summed: FloatArray = np.stack(columns, axis=1).sum(axis=1)
+        return summed
+    total = columns[0]
+    for column in columns[1:]:
+        total = total + column
+    return total
+
+
+def _fill_level(
+    big: npt.NDArray[np.int64], js: npt.NDArray[np.int64], ca: FloatArray, cc: FloatArray,
+    acc_ok: npt.NDArray[np.bool_], cpu_ok: npt.NDArray[np.bool_], edge: _Boundary,
+    comm_scale: float, overlap: int, table: _Tables,
+) -> None:
+    """Price the slices ``big[k] \\ js[k]`` (grouped by ``big``, ``js`` ascending in each
+    group) and take each row's best cells."""
+    inf = np.inf
+    # per column of J's boundary items: how many of their targets lie in I (and in J),
+    # their costs; the row sums in numpy's order (left to right below 8 columns)
+    at = big * edge.stride
+    into_cols, leave_cols = [], []
+    for item, cost, inside, n_targets in zip(edge.items, edge.cost, edge.inside,
+                                             edge.n_targets, strict=True):
+        in_big = edge.inside_flat.take(at + item.take(js))
+        cost_j = cost.take(js)
+        into_cols.append(cost_j * (in_big > inside.take(js)))
+        leave_cols.append(cost_j * (in_big < n_targets.take(js)))
+    into_sum, leave_sum = _row_sums(into_cols), _row_sums(leave_cols)
+    c_in = into_sum * comm_scale
+    c_out = (edge.out[big] - leave_sum) * comm_scale
+    if overlap == 0:
+        acc_load = ca + c_in + c_out
+    elif overlap == 1:
+        acc_load = np.maximum(ca, c_in + c_out)
+    else:
+        acc_load = np.maximum(ca, np.maximum(c_in, c_out))
+    acc_load = np.where(acc_ok, acc_load, inf)
+    cpu_load = np.where(cpu_ok, cc, inf)
+    n_acc, n_cpu = table.value.shape[0] - 1, table.value.shape[1] - 1
+    if big[0] == big[-1]:  # one row (a linear lattice's levels): all cells at once
+        _fill_row(int(big[0]), js, acc_load, cpu_load, n_acc, n_cpu, table)
+        return
+    new_row = np.concatenate(([True], big[1:] != big[:-1]))
+    starts = np.flatnonzero(new_row)
+    rows = big[starts]
+    counts = np.diff(np.append(starts, js.size))
+    group = np.cumsum(new_row) - 1
+    # accelerator cells first, then CPU cells (which compare with the former's results)
+    cells = [(KIND_ACC, acc_load, a, c, a - 1, c) for a in range(1, n_acc + 1)
+             for c in range(n_cpu + 1)]
+    cells += [(KIND_CPU, cpu_load, a, c, a, c - 1) for a in range(n_acc + 1)
+              for c in range(1, n_cpu + 1)]
+    for kind, load, a, c, a_j, c_j in cells:
+        cand = np.maximum(table.value[a_j, c_j].take(js), load)
+        best = np.minimum.reduceat(cand, starts)
+        current = table.value[a, c, rows]
+        better = best < current
+        if not better.any():
+            continue
+        # the first J (lowest) reaching the row's best, as argmin takes it
+        hit = np.flatnonzero(cand == np.repeat(best, counts))
+        first_hit = hit[np.concatenate(([True], group[hit[1:]] != group[hit[:-1]]))]
+        table.value[a, c, rows] = np.where(better, best, current)
+        table.lower[a, c, rows] = np.where(better, js[first_hit], table.lower[a, c, rows])
+        table.kind[a, c, rows] = np.where(better, kind, table.kind[a, c, rows])
+
+
+def _fill_row(
+    big: int, js: npt.NDArray[np.int64], acc_load: FloatArray, cpu_load: FloatArray,
+    n_acc: int, n_cpu: int, table: _Tables,
+) -> None:
+    """:func:`_fill_level` for one row ``big``: each kind's cells at once."""
+    below = table.value[:, :, js]                         # (a, c, J)
+    for kind, load, n, source, target in (
+        (KIND_ACC, acc_load, n_acc, np.s_[:-1, :], np.s_[1:, :]),
+        (KIND_CPU, cpu_load, n_cpu, np.s_[:, :-1], np.s_[:, 1:]),
+    ):
+        if n == 0:
+            continue
+        cand = np.maximum(below[source], load)
+        first = cand.argmin(axis=2)                      # the lowest J, as the kernel
+        best = np.take_along_axis(cand, first[..., None], axis=2)[..., 0]
+        cell = (*target, big)
+        current = table.value[cell]
+        better = best < current
+        table.value[cell] = np.where(better, best, current)
+        table.lower[cell] = np.where(better, js[first], table.lower[cell])
+        table.kind[cell] = np.where(better, kind, table.kind[cell])
+
+
+def _fewer_devices_rows(table: _Tables, lo: int, hi: int) -> None:
+    """:func:`~dnnpart.solvers.dp.kernels._fewer_devices` on the rows ``lo..hi-1`` at once."""
+    value, kinds = table.value, table.kind
+    for a in range(value.shape[0]):
+        for c in range(value.shape[1]):
+            cell = value[a, c, lo:hi]
+            kind = kinds[a, c, lo:hi]
+            for (a2, c2), fewer in (((a - 1, c), KIND_FEWER_ACC), ((a, c - 1), KIND_FEWER_CPU)):
+                if min(a2, c2) < 0:
+                    continue
+                other = value[a2, c2, lo:hi]
+                smaller = other < cell
+                cell[smaller] = other[smaller]
+                kind[smaller] = fewer
