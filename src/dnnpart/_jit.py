@@ -12,6 +12,22 @@ from typing import Any, Generic, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def load_numba() -> Any:
+    """``import numba``, with its compilations shielded from the stop backstop.
+
+    Examples
+    --------
+    >>> load_numba().njit is not None
+    True
+    """
+    import numba
+
+    from dnnpart.interrupt import shield_numba_compiles
+
+    shield_numba_compiles()
+    return numba
+
+
 class LazyKernel(Generic[F]):
     """A function compiled with ``numba.njit(cache=True)`` the first time it is called.
 
@@ -25,7 +41,6 @@ class LazyKernel(Generic[F]):
         self.py_func = py_func
         self.plain_below = plain_below
         self._compiled: Callable[..., Any] | None = None
-        self._warm = False  # called once compiled: numba has built (or loaded) its code
         self.__name__ = py_func.__name__
         self.__doc__ = py_func.__doc__
 
@@ -33,23 +48,10 @@ class LazyKernel(Generic[F]):
         if self._compiled is None and self.plain_below > 0 and _elements(args) < self.plain_below:
             return self.py_func(*args)
         if self._compiled is None:
-            import numba
-
+            numba = load_numba()
             _bind_helpers(self.py_func.__globals__)
             self._compiled = numba.njit(cache=True, nogil=True)(self.py_func)
-        if not self._warm:
-            return self._first_call(args)
         return self._compiled(*args)
-
-    def _first_call(self, args: tuple[Any, ...]) -> Any:
-        """The call that compiles: shielded from the stop backstop (see ``interrupt.shielded``)."""
-        from dnnpart import interrupt
-
-        assert self._compiled is not None
-        with interrupt.shielded():
-            result = self._compiled(*args)
-        self._warm = True
-        return result
 
 
 #: module name -> plain functions its kernels call (see :func:`helper`)
@@ -70,8 +72,7 @@ def helper(py_func: F) -> F:
 def _bind_helpers(namespace: dict[str, Any]) -> None:
     helpers = _HELPERS.pop(str(namespace.get("__name__")), [])
     if helpers:
-        import numba
-
+        numba = load_numba()
         for func in helpers:
             namespace[func.__name__] = numba.njit(cache=True, nogil=True)(func)
 
@@ -114,8 +115,7 @@ class ModuleKernels:
         return lazy
 
     def compile_all(self) -> None:
-        import numba
-
+        numba = load_numba()
         for lazy in self._kernels:
             if lazy._compiled is None:
                 lazy._compiled = numba.njit(cache=True, nogil=True)(lazy.py_func)
@@ -131,8 +131,6 @@ class _Linked(LazyKernel[F]):
         if self._compiled is None:
             self._owner.compile_all()
         assert self._compiled is not None
-        if not self._warm:
-            return self._first_call(args)
         return self._compiled(*args)
 
 

@@ -15,9 +15,9 @@ Mechanism
   the flag (a long C call, a method that ignores the clock), raises :class:`Stopped` in the
   solving thread ``GRACE_S`` seconds after the flag was set (plus 5% of the limit when the
   limit set it). The
-  registry turns :class:`Stopped` into a result without a plan. The backstop waits while a
-  numba kernel is compiled (:func:`shielded`, used by ``dnnpart._jit`` on a kernel's first
-  call): a compile cut midway would break the kernel for the rest of the process.
+  registry turns :class:`Stopped` into a result without a plan. The backstop waits while
+  numba compiles or loads a kernel (:func:`shielded`, :func:`shield_numba_compiles`): a
+  compile cut midway would break the kernel for the rest of the process.
 * Blocking C solvers (CP-SAT, HiGHS) run in a helper thread through :func:`run_blocking`,
   which waits in short slices and calls the solver's own ``stop`` hook when the flag is set,
   so they return their incumbent.
@@ -108,9 +108,12 @@ def reset() -> None:
 def shielded() -> Iterator[None]:
     """Hold the backstop off for a block that must not be cut midway.
 
-    Numba compiles a kernel in Python on its first call; an asynchronous :class:`Stopped`
-    landing there leaves the dispatcher half-built ("no compiled object yet" on every later
-    call). The stop flag is still set and seen by the caller after the block.
+    Numba compiles (or loads from its cache) a kernel in Python under its compiler lock; an
+    asynchronous :class:`Stopped` landing there leaves the dispatcher half-built ("no compiled
+    object yet" on every later call). The stop flag stays set, so the caller still stops, and
+    the backstop fires again once no block is shielded. (The watchdog checks the shield and
+    sends under one lock; a backstop sent just before a block is raised at the thread's next
+    Python step, before the block's entry has run.)
 
     Examples
     --------
@@ -118,13 +121,46 @@ def shielded() -> Iterator[None]:
     ...     _state["shield"]
     1
     """
-    with _lock:
-        _state["shield"] += 1
+    _enter_shield()
     try:
         yield
     finally:
-        with _lock:
-            _state["shield"] -= 1
+        _leave_shield()
+
+
+def _enter_shield() -> None:
+    with _lock:  # the watchdog sends the backstop under this lock, after checking the shield
+        _state["shield"] += 1
+
+
+def _leave_shield() -> None:
+    with _lock:
+        _state["shield"] -= 1
+
+
+_numba_shielded = False
+
+
+def shield_numba_compiles() -> None:
+    """Shield every numba compilation (and cache load) of this process from the backstop.
+
+    Called by each module right after ``import numba``; numba announces its compiler lock as
+    the ``numba:compiler_lock`` event, whose start and end enter and leave :func:`shielded`.
+    """
+    global _numba_shielded
+    if _numba_shielded:
+        return
+    from numba.core import event
+
+    class _CompileShield(event.Listener):
+        def on_start(self, ev: Any) -> None:
+            _enter_shield()
+
+        def on_end(self, ev: Any) -> None:
+            _leave_shield()
+
+    event.register("numba:compiler_lock", _CompileShield())  # type: ignore[no-untyped-call]
+    _numba_shielded = True
 
 
 def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
@@ -183,9 +219,11 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
             # repeated: an asynchronous exception that lands in a __del__ or a gc callback
             # is printed and dropped by Python
             if since is not None and now - since >= grace and now - fired_at >= 1.0 \
-                    and not done.is_set() and _state["shield"] == 0:
-                fired_at = now
-                _raise_in(target, Stopped)
+                    and not done.is_set():
+                with _lock:  # not into a shielded block (see shielded)
+                    if _state["shield"] == 0:
+                        fired_at = now
+                        _raise_in(target, Stopped)
 
     watcher = threading.Thread(target=watch, name="dnnpart-stop-watch", daemon=True)
     watcher.start()

@@ -15,6 +15,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from dnnpart.interrupt import shield_numba_compiles
+
+shield_numba_compiles()  # numba compilations are not cut by the stop backstop
+
 kernel = numba.njit(cache=True, nogil=True)
 
 

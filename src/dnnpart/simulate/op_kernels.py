@@ -13,6 +13,10 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.interrupt import shield_numba_compiles
+
+shield_numba_compiles()  # numba compilations are not cut by the stop backstop
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 

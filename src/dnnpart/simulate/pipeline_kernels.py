@@ -12,6 +12,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.kernels import kahn_order as _kahn_kernel
+from dnnpart.interrupt import shield_numba_compiles
+
+shield_numba_compiles()  # numba compilations are not cut by the stop backstop
 
 #: The graph layer's Kahn order, compiled here so that a numba kernel can call it.
 _kahn = numba.njit(cache=True)(_kahn_kernel.py_func)
