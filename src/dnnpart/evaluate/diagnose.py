@@ -100,7 +100,7 @@ def _label(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -
 
 
 def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = None) -> str | None:
-    """One line when the most loaded stage is a single indivisible operator (``None`` otherwise).
+    """One line when a most loaded stage is a single indivisible operator (``None`` otherwise).
 
     An operator (with its backward, which must run beside it) cannot be split between devices:
     when it alone makes the largest load and already runs at its fastest, no plan over more
@@ -125,11 +125,15 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     g, c = problem.graph, problem.cluster
     assignment = np.asarray(plan.assignment, dtype=np.int64)
     ev = evaluate(problem, plan)
-    d = int(np.argmax(ev.load))
     times = node_times(g, c, assignment)
-    on = np.flatnonzero((assignment == d) & (times > 0))
     unit_of = _unit_of(problem)
-    if on.size == 0 or unique_ints(unit_of[on]).size != 1:
+    load = np.asarray(ev.load, dtype=np.float64)
+    # any of the most loaded devices (ties included) that holds one operator bounds the step
+    for d in (int(x) for x in np.flatnonzero(load >= load.max() * (1 - 1e-9))):
+        on = np.flatnonzero((assignment == d) & (times > 0))
+        if on.size and unique_ints(unit_of[on]).size == 1:
+            break
+    else:
         return None
     unit = np.flatnonzero(unit_of == unit_of[on[0]])
     here = float(times[on].sum())
