@@ -414,10 +414,11 @@ def cmd_demo(args: argparse.Namespace, out: Renderer) -> int:
     table = Table(title="Methods compared", title_justify="left")
     for col in ("method", "status", "time per sample", "bound", "vs best", "seconds"):
         table.add_column(col, justify="left" if col in ("method", "status") else "right")
-    best = min((r.objective for r in results), default=float("inf"))
-    for r in results:
-        table.add_row(r.method, r.status.value, fmt(r.objective), fmt(r.bound),
-                      f"{best / r.objective:.2f}x" if r.plan is not None and r.objective > 0 else "-",
+    from dnnpart.viz.report import comparison_rows  # the words of plan --compare
+
+    rows = comparison_rows([(r.method, r) for r in results])
+    for r, row in zip(results, rows, strict=True):
+        table.add_row(r.method, r.status.value, fmt(r.objective), fmt(r.bound), row["vs_best"],
                       f"{r.wall_time_s:.2f}")
     out.print(table)
     winner = min((r for r in results if r.plan is not None), key=lambda r: r.objective, default=None)
