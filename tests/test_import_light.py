@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dnnpart.testing import fresh_python, last_line
 
 HEAVY = ("numba", "ortools", "highspy", "torch", "onnx", "matplotlib", "rich", "networkx")
 
@@ -19,10 +19,7 @@ def test_import_dnnpart_does_not_import_heavy_modules() -> None:
         f"heavy = {HEAVY!r}\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    loaded = json.loads(last_line(fresh_python(code)))
     assert loaded == [], f"import dnnpart pulled in {loaded}"
 
 
@@ -49,9 +46,6 @@ def test_small_dp_solve_loads_neither_numba_nor_scipy_sparse(graph: str) -> None
         "print(json.dumps([rc, sorted(m for m in sys.modules\n"
         "                             if any(m == h or m.startswith(h + '.') for h in heavy))]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    rc, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    rc, loaded = json.loads(last_line(fresh_python(code, timeout=300)))
     assert rc == 0
     assert loaded == []

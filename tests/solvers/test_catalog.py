@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from dnnpart.solvers import available_methods
 from dnnpart.solvers.catalog import METHOD_MODULES
+from dnnpart.testing import fresh_python, last_line
 
 
 def test_catalog_names_the_module_of_every_built_in_method() -> None:
@@ -24,10 +23,7 @@ def test_get_method_imports_only_its_module() -> None:
         "print(json.dumps([info.name, sorted(m for m in sys.modules if m.startswith(\n"
         "    ('dnnpart.baselines', 'dnnpart.solvers.ip', 'dnnpart.solvers.parmesan')))]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["dpl", []]
+    assert json.loads(last_line(fresh_python(code))) == ["dpl", []]
 
 
 def test_unknown_method_lists_every_built_in_one() -> None:
@@ -38,7 +34,5 @@ def test_unknown_method_lists_every_built_in_one() -> None:
         "except ValueError as exc:\n"
         "    print(exc)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert all(repr(name) in proc.stdout for name in METHOD_MODULES)
+    printed = fresh_python(code)
+    assert all(repr(name) in printed for name in METHOD_MODULES)
