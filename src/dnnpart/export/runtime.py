@@ -50,8 +50,6 @@ def run_distributed(
         A worker process failed (its error is included).
     """
     torch = require("torch", extra="torch", caller="dnnpart run")
-    import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import start_processes
 
     used = len(program.devices)
     world = used if nproc is None else nproc
@@ -61,21 +59,31 @@ def run_distributed(
     with tempfile.TemporaryDirectory(prefix="dnnpart-run-") as tmp:
         out_path = Path(tmp) / "outputs.pt"
         batches = [tuple(mb) for mb in microbatches]
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        ctx = start_processes(  # type: ignore[no-untyped-call]
-            _worker,
-            args=(world, port, program, batches, str(out_path), timeout_s, threads_per_process),
-            nprocs=world,
-            join=False,
-            start_method=method,
-        )
-        try:
-            while not ctx.join():
-                pass
-        except Exception as exc:  # ProcessRaisedException, ProcessExitedException
-            raise RuntimeError(f"a worker of the distributed run failed: {exc}") from None
+        run_workers(_worker, (world, port, program, batches, str(out_path), timeout_s,
+                              threads_per_process), world, "the distributed run")
         result: list[Any] = torch.load(out_path, weights_only=False)
         return result
+
+
+def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str) -> None:
+    """Run ``worker(rank, *args)`` in ``world`` processes (fork where there is one) and wait.
+
+    Raises
+    ------
+    RuntimeError
+        A worker failed; ``what`` names the run in the message, with the worker's error.
+    """
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
+
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    ctx = start_processes(  # type: ignore[no-untyped-call]
+        worker, args=args, nprocs=world, join=False, start_method=method)
+    try:
+        while not ctx.join():
+            pass
+    except Exception as exc:  # ProcessRaisedException, ProcessExitedException
+        raise RuntimeError(f"a worker of {what} failed: {exc}") from None
 
 
 def _free_port() -> int:

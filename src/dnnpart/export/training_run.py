@@ -295,10 +295,7 @@ def run_training_step(
         A worker process failed (its error is included).
     """
     torch = require("torch", extra="torch", caller="dnnpart run")
-    import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import start_processes
-
-    from dnnpart.export.runtime import _free_port
+    from dnnpart.export.runtime import _free_port, run_workers
 
     if schedule not in SCHEDULES:
         raise FormatError(f"--schedule {schedule}: expected one of {', '.join(SCHEDULES)}")
@@ -328,20 +325,9 @@ def run_training_step(
             args = result if isinstance(result, tuple) else (result,)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        ctx = start_processes(  # type: ignore[no-untyped-call]
-            _worker,
-            args=(world, port, program, carry, alias, examples, batch, full_target, n, schedule, tmp,
-                  timeout_s, time_repeats),
-            nprocs=world,
-            join=False,
-            start_method=method,
-        )
-        try:
-            while not ctx.join():
-                pass
-        except Exception as exc:
-            raise RuntimeError(f"a worker of the pipelined training run failed: {exc}") from None
+        run_workers(_worker, (world, port, program, carry, alias, examples, batch, full_target, n,
+                              schedule, tmp, timeout_s, time_repeats),
+                    world, "the pipelined training run")
         parts = [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
     # one thread, as in the workers: CPU kernels pick their reduction order by thread count,
     # and batch norm over a few values (ResNet's last blocks on small images) amplifies that
