@@ -199,6 +199,12 @@ def test_cli_simulate_replays_a_layerwise_plan(capsys: pytest.CaptureFixture[str
     data = json.loads(capsys.readouterr().out)
     assert data["level"] == "layerwise" and data["t_o_s"] * 1e3 == pytest.approx(solved["objective"])
     assert 0.9 <= data["ratio"] <= 1.0 + 1e-12 and trace.is_file()
+    assert data["sync"] == "after-backward"
+    assert main(["simulate", "builtin:alexnet", str(plan), "--objective", "iteration", "--json",
+                 "--sync", "eager"]) == 0
+    eager = json.loads(capsys.readouterr().out)
+    assert eager["sync"] == "eager" and eager["t_o_s"] == pytest.approx(data["t_o_s"], rel=1e-12)
+    assert eager["bytes_per_step"] == pytest.approx(data["bytes_per_step"], rel=1e-12)
     assert main(["simulate", "builtin:alexnet", str(plan)]) == 2   # needs --objective iteration
 
 
