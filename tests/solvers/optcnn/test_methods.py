@@ -41,8 +41,12 @@ def test_methods_report_the_evaluators_value(method: str) -> None:
     assert r.plan is not None and r.plan.layer_configs is not None
     assert r.objective == pytest.approx(evaluate(p, r.plan).objective, rel=1e-12)
     assert r.objective == pytest.approx(r.stats["search_value"], rel=1e-9)
-    best = solve(p, "optcnn").objective
+    exact = solve(p, "optcnn")
+    best = exact.objective
+    assert exact.bound == best and exact.gap == 0.0   # exact: its own bound over the space
     assert r.objective >= best * (1 - 1e-9)
+    if r.status is not Status.OPTIMAL:
+        assert r.bound is None   # a baseline proves nothing
     if method == "optcnn-dfs":
         assert r.status is Status.OPTIMAL and r.objective == pytest.approx(best, rel=1e-9)
 
