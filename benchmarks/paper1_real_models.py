@@ -71,8 +71,8 @@ def run_solve(argv: list[str], env: dict[str, str], timeout: float) -> dict[str,
         out.seek(0)
         err.seek(0)
         text, tail = out.read().decode(), err.read().decode().strip().splitlines()[-1:]
-    if proc.returncode not in (0, 1):
-        return {"status": f"exit {proc.returncode}: {(tail or [''])[0][:70]}", "wall_s": wall}
+    if proc.returncode not in (0, 1) or not text.strip():  # refused (exit 1 without a plan, 2, ...)
+        return {"status": f"exit {proc.returncode}: {(tail or [''])[0][:90]}", "wall_s": wall}
     result: dict[str, Any] = json.loads(text)
     result["wall_s"] = wall
     return result
@@ -132,6 +132,8 @@ def main() -> int:
             ip = run_solve([*common, "--method", "ip-noncontig", "--deterministic", "--threads", "2",
                             "--time-limit", str(args.ip_limit)], env, 4 * args.ip_limit + 300)
             dp_status = str(dp.get("status"))
+            if "too many ideals" in dp_status:  # refused before allocating: say so briefly
+                dp_status = "refused: ideals over the memory guard"
             if dp.get("timed_out"):
                 dp_status += " (time limit)"
             row = (f"| {name} | {kind} | {fmt(dp.get('n_stage_nodes'), ',')} "
