@@ -44,6 +44,8 @@ GRAPHS = {
     "hf_bert_2layers": ("hf:bert:num_hidden_layers=2", "BERT-base, 2 layers"),
     "hf_vit_base": ("hf:vit-base", "ViT-base"),
     "hf_bert": ("hf:bert", "BERT-base, 12 layers"),
+    "hf_bert_24layers": ("hf:bert:num_hidden_layers=24", "BERT-base, 24 layers"),
+    "hf_gpt2": ("hf:gpt2", "GPT-2 (above the default max_ideals)"),
 }
 #: what runs without --only (the others take minutes each)
 DEFAULT = ("hf_bert_4layers", "hf_resnet50")

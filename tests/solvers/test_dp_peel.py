@@ -171,3 +171,32 @@ def test_peel_option_is_checked() -> None:
     p = _problem(1, 5, 0.3, "none", None, 1)
     with pytest.raises(ValueError, match="peel"):
         solve(p, "dp", peel="yes")
+
+
+def test_a_stop_anywhere_keeps_the_meaning(always_peel: None,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # the clock expires after k checks, for every k up to a finished run: each DP of the
+    # relaxation and the full one stop there; whatever comes back means what it says
+    from dnnpart.solvers.registry import Stopwatch
+
+    p = next(q for seed in range(200)
+             if (q := _problem(seed, 9, 0.15, "none", None, 1)) is not None
+             and "peel_lower_bound" in solve(q, "dp").stats
+             and solve(q, "dp").stats["slices_priced"] > 0)
+    best = solve(p, "dp", peel=False).objective
+    for k in range(40):
+        calls = [0]
+
+        class Limited(Stopwatch):
+            def expired(self) -> bool:
+                calls[0] += 1
+                return calls[0] > k
+
+        monkeypatch.setattr(dpmod, "Stopwatch", Limited)
+        r = solve(p, "dp")
+        if r.status is Status.OPTIMAL:
+            assert r.objective == pytest.approx(best, rel=1e-9)
+        else:
+            assert r.stats["timed_out"] or "peel_lower_bound" not in r.stats
+        if r.plan is not None:
+            assert r.objective == evaluate(p, r.plan).objective
