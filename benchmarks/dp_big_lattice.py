@@ -45,6 +45,7 @@ GRAPHS = {
     "hf_vit_base": ("hf:vit-base", "ViT-base"),
     "hf_bert": ("hf:bert", "BERT-base, 12 layers"),
     "hf_bert_24layers": ("hf:bert:num_hidden_layers=24", "BERT-base, 24 layers"),
+    "hf_bert_48layers": ("hf:bert:num_hidden_layers=48", "BERT-base, 48 layers"),
     "hf_gpt2": ("hf:gpt2", "GPT-2 (above the default max_ideals)"),
 }
 #: what runs without --only (the others take minutes each)

@@ -63,11 +63,11 @@ before numba is loaded fill their rows in numpy (:mod:`dnnpart.solvers.dp.small`
 Lattices from ``PEEL_IDEALS`` ideals first solve a relaxation (option ``peel``, exact
 either way; :mod:`dnnpart.solvers.dp.relax`): the graph without its light side components
 and one-neighbour leaves has a far smaller lattice and an optimum no larger. Its plan,
-extended to the whole graph, is optimal when it scores no more than that bound (ViT-base:
-221,250 ideals, proven from 1,371); otherwise its prefix and suffix tables skip the cells
-of the full DP that cannot be on a better split (BERT-base with 4 layers: 4.0 M slices
-priced instead of 824 M, 1.8 s whole process instead of 47 s). Figures and what was tried:
-``docs/performance.md``.
+extended to the whole graph, is optimal when it scores no more than that bound (BERT-base
+with 4 layers: 148,200 ideals, proven from 988 in 1.2 s whole process, 69 s before);
+otherwise its prefix and suffix tables skip the cells of the full DP that cannot be on a
+better split (BERT-base with 2 layers: 23.7 M slices priced instead of 563 M). Figures and
+what was tried: ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -714,21 +714,26 @@ def _solve_peeled(
     # light on every kind of device it can run on: wherever the extension puts it
     heaviest = np.maximum(np.where(np.isfinite(acc), acc, 0.0), np.where(np.isfinite(cpu), cpu, 0.0))
     light = heaviest <= relax.LIGHT_FRACTION * load_lower_bound(problem, stage)
-    # the side components alone if that is small enough (the closer bound), else the
-    # one-neighbour leaves too
+    # the side components alone (the closer bound) when that leaves a small lattice, else
+    # the one-neighbour leaves too if that leaves fewer ideals
+    found: tuple[relax.Peeling, IdealLattice] | None = None
+    limit = max(2, int(lattice.n_ideals * PEEL_RATIO))
     for leaves in (False, True):
         groups = relax.peel_set(stage, light, leaves=leaves)
         if not groups:
             continue
         peeling = relax.peel(stage, groups)
         try:
-            sub_lattice = enumerate_stage_ideals(
-                peeling.stage, max_ideals=max(2, int(lattice.n_ideals * PEEL_RATIO)))
+            found = peeling, enumerate_stage_ideals(peeling.stage, max_ideals=limit)
         except ProblemTooLargeError:
             continue
-        break
-    else:
+        if found[1].n_ideals < PEEL_IDEALS:
+            break
+        limit = found[1].n_ideals - 1
+    if found is None:
         return None
+    peeling, sub_lattice = found
+    groups = peeling.groups
     sub_stage = peeling.stage
     costs = relax.peeled_costs(problem.graph, peeling.removed_nodes)
 

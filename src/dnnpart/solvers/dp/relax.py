@@ -6,7 +6,7 @@ Captured graphs owe most of their ideals to a few light nodes that hang off the 
 whole weakly connected components that compute something nobody reads (BERT's position-id
 and token-type chains), and sources or sinks with one neighbour (a dangling ``unsqueeze``).
 A lattice is the product of its components' lattices, so three chains of 4-5 nodes multiply
-the ideals by 150 (BERT-base, 4 layers: 148,200 ideals; 853 without 16 such nodes).
+the ideals by 150 (BERT-base, 4 layers: 148,200 ideals; 988 without them).
 
 What
 ----
@@ -42,8 +42,8 @@ the reversed stage graph, whose ideals are ``G'``'s filters) is not below ``UB``
 cells mean "at most ``a``, ``c`` devices", and a chain through ``(J, a - 1, c)`` leaves at
 most ``k - a + 1`` accelerators to the rest), so the optimum below ``UB`` is unchanged: the
 same argument as the work bound's (:func:`~dnnpart.solvers.dp.kernels.cell_is_live`),
-with a bound that sees transfers and contiguity. On BERT-base with 4 layers 0.1% of the
-cells survive (the relaxation's optimum is 1.2% below the true one).
+with a bound that sees transfers and contiguity. On BERT-base with 2 layers 0.44% of the
+cells survive (the relaxation's optimum is 3.2% below the true one).
 
 The comparisons allow a relative ``1e-9`` for float sums taken in another order (the DP's
 value and the evaluator's objective of the same plan can differ in the last bits): a plan
