@@ -3,6 +3,7 @@ plan extended back, and the full DP pruned by the relaxation's prefix and suffix
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -184,7 +185,7 @@ def test_a_stop_anywhere_keeps_the_meaning(always_peel: None,
              and "peel_lower_bound" in solve(q, "dp").stats
              and solve(q, "dp").stats["slices_priced"] > 0)
     best = solve(p, "dp", peel=False).objective
-    for k in range(40):
+    def limited(k: int) -> type[Stopwatch]:
         calls = [0]
 
         class Limited(Stopwatch):
@@ -192,11 +193,20 @@ def test_a_stop_anywhere_keeps_the_meaning(always_peel: None,
                 calls[0] += 1
                 return calls[0] > k
 
-        monkeypatch.setattr(dpmod, "Stopwatch", Limited)
+        return Limited
+
+    statuses = [Status.UNKNOWN]
+    for k in itertools.count():
+        if statuses[-1] is Status.OPTIMAL or k > 2000:
+            break
+        monkeypatch.setattr(dpmod, "Stopwatch", limited(k))
         r = solve(p, "dp")
+        statuses.append(r.status)
         if r.status is Status.OPTIMAL:
             assert r.objective == pytest.approx(best, rel=1e-9)
         else:
             assert r.stats["timed_out"] or "peel_lower_bound" not in r.stats
         if r.plan is not None:
             assert r.objective == evaluate(p, r.plan).objective
+    assert statuses[-1] is Status.OPTIMAL  # the last k lets the whole run through
+    assert statuses[1] is not Status.OPTIMAL

@@ -737,14 +737,15 @@ def _solve_peeled(
     sub_stage = peeling.stage
     costs = relax.peeled_costs(problem.graph, peeling.removed_nodes)
 
-    def sub_dp(sg: StageGraph, lat: IdealLattice, bound: float, label: str) -> DpOutcome:
+    def sub_dp(sg: StageGraph, lat: IdealLattice, bound: float, label: str,
+               keep: bool = True) -> DpOutcome:
         n_threads = threads if lat.n_ideals >= THREADED_IDEALS else 1
         return run_dp(problem, sg, lat, upper=bound, clock=clock, label=label, work_bound=True,
-                      threads=n_threads, costs=costs, keep_table=True)
+                      threads=n_threads, costs=costs, keep_table=keep)
 
     dpl = run_dp(problem, sub_stage, _linear_lattice(sub_stage), clock=clock,
                  label="peeled DPL", costs=costs)
-    sub = sub_dp(sub_stage, sub_lattice, dpl.value, "peeled DP")
+    sub = sub_dp(sub_stage, sub_lattice, dpl.value, "peeled DP", keep=False)
     stats.update(peel_stage_nodes=int(sum(g.size for g in groups)),
                  peel_ideals=sub_lattice.n_ideals, peel_slices_priced=sub.slices_priced)
     if not sub.finished:
