@@ -272,7 +272,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
     (per device kind), which only falls. ``src_ok`` is an ``(n_acc + 1, n_cpu + 1)`` int8
     scratch array (the live cells of the row).
 
-    Cell mask (``use_mask``, no replication): also skip the cells ``(I, a, c)`` with
+    Cell mask (``use_mask``, only with ``live_cell``): also skip the cells ``(I, a, c)`` with
     ``cell_mask[mask_of[I], a, c] == 0`` (the peeled relaxation's bounds,
     :mod:`dnnpart.solvers.dp.relax`: a split below ``upper`` passes only through cells whose
     relaxed prefix and suffix are below it); the row's walk is cut as with the work bound.
@@ -296,18 +296,15 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 for c in range(n_cpu + 1):
                     dp[0, a, c] = 0.0
             continue
-        check = live_cell or use_mask
-        if check:
+        if live_cell:
             # the row's cells that can still be on a split below upper, and the kinds of
             # device their last slice may use
             use_acc = False
             use_cpu = False
             for a in range(n_acc + 1):
                 for c in range(n_cpu + 1):
-                    live = True
-                    if live_cell:
-                        live = cell_is_live(  # type: ignore[no-untyped-call]
-                            work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio)
+                    live = cell_is_live(  # type: ignore[no-untyped-call]
+                        work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio)
                     if use_mask and cell_mask[mask_of[big], a, c] == 0:
                         live = False
                     if live:
@@ -447,7 +444,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 improved = False
                 for a in range(n_acc + 1):
                     for c in range(n_cpu + 1):
-                        if check and src_ok[a, c] == 0:
+                        if live_cell and src_ok[a, c] == 0:
                             continue
                         best = dp[big, a, c]
                         if a > 0 and acc_load < best:
@@ -465,7 +462,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
                                 prev_kind[big, a, c] = KIND_CPU
                                 improved = True
                         dp[big, a, c] = best
-                if check and improved:
+                if live_cell and improved:
                     # the row's walk may stop where compute reaches the worst live best
                     worst_acc = 0.0
                     worst_cpu = 0.0
