@@ -139,6 +139,27 @@ def _leave_shield() -> None:
 
 
 _numba_shielded = False
+#: Nesting of numba's compiler lock, when the outermost hold began, seconds held in all.
+_compile = {"depth": 0, "since": 0.0, "total": 0.0, "quiet_until": -math.inf}
+#: Seconds the backstop still waits after numba releases its compiler lock: the dispatcher
+#: goes on in Python (unboxing, its own bookkeeping) before the machine code runs, and an
+#: asynchronous exception landing there can crash the process (seen: a segfault).
+COMPILE_TAIL_S = 0.5
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent in numba compiles and cache loads (shielded ones).
+
+    The backstop waits for them, so a run's wall time can exceed its limit by this much; the
+    time-limit tests take it out.
+
+    Examples
+    --------
+    >>> compile_seconds() >= 0.0
+    True
+    """
+    with _lock:
+        return float(_compile["total"])
 
 
 def shield_numba_compiles() -> None:
@@ -155,12 +176,51 @@ def shield_numba_compiles() -> None:
     class _CompileShield(event.Listener):
         def on_start(self, ev: Any) -> None:
             _enter_shield()
+            with _lock:
+                if _compile["depth"] == 0:
+                    _compile["since"] = time.perf_counter()
+                _compile["depth"] += 1
 
         def on_end(self, ev: Any) -> None:
+            with _lock:
+                _compile["depth"] -= 1
+                if _compile["depth"] == 0:
+                    _compile["total"] += time.perf_counter() - _compile["since"]
+                    _compile["quiet_until"] = time.monotonic() + COMPILE_TAIL_S
             _leave_shield()
 
     event.register("numba:compiler_lock", _CompileShield())  # type: ignore[no-untyped-call]
     _numba_shielded = True
+
+
+def caused_by_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised while handling, a backstop :class:`Stopped`.
+
+    A backstop landing just as a compiled (numba) call returns surfaces as ``SystemError:
+    ... returned a result with an exception set`` caused by the ``Stopped``; it means the
+    same: the run was stopped.
+
+    Examples
+    --------
+    >>> try:
+    ...     try:
+    ...         raise Stopped()
+    ...     except Stopped as inner:
+    ...         raise SystemError("returned a result with an exception set") from inner
+    ... except SystemError as outer:
+    ...     caused_by_stop(outer)
+    True
+    >>> caused_by_stop(SystemError("other"))
+    False
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Stopped):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
@@ -221,7 +281,7 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
             if since is not None and now - since >= grace and now - fired_at >= 1.0 \
                     and not done.is_set():
                 with _lock:  # not into a shielded block (see shielded)
-                    if _state["shield"] == 0:
+                    if _state["shield"] == 0 and now >= _compile["quiet_until"]:
                         fired_at = now
                         _raise_in(target, Stopped)
 

@@ -373,7 +373,9 @@ def solve(
         with interrupt.guard(watch):
             result = info.func(problem, time_limit=time_limit, progress=progress, **checked)
             reason = interrupt.stop_reason() or (interrupt.TIME_LIMIT if interrupt.time_limit_hit() else None)
-    except interrupt.Stopped:
+    except (interrupt.Stopped, SystemError) as exc:
+        if not interrupt.caused_by_stop(exc):  # a SystemError of its own is a bug: report it
+            raise
         reason = interrupt.stop_reason() or interrupt.INTERRUPTED
         result = SolveResult(status=Status.UNKNOWN, plan=None, objective=math.inf, method=method,
                              wall_time_s=time.perf_counter() - started,
