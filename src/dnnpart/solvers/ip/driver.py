@@ -10,7 +10,7 @@ from typing import Any
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
-from dnnpart.solvers.ip.bounds import build_packing_relaxation, packed_units
+from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
@@ -209,14 +209,17 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         # deterministic: CP-SAT only (HiGHS has no deterministic time limit)
         phases = ["cpsat", "highs"] if time_limit is not None and not opts["deterministic"] else ["cpsat"]
     best, best_value, bound, certified = warm_plan, warm_value, -math.inf, True
+    if not latency:  # the unavoidable transfers of each unit's device (bounds.cut_bound)
+        bound = stats["cut_bound"] = cut_bound(problem)
     for i, name in enumerate(phases):
+        if best is not None and _within(best_value, bound, opts["gap"]):
+            break  # the warm start or the first backend is within the gap already
         seconds = remaining
         if len(phases) > 1 and time_limit is not None:
             seconds = ((remaining or 0.0) * PORTFOLIO_SHARE if i == 0
                        else time_limit - clock.elapsed - reserve)
-        if i > 0:  # the next backend starts from the best plan, unless the gap is closed
-            short = seconds is not None and seconds < 1.0
-            if short or (best is not None and _within(best_value, bound, opts["gap"])):
+        if i > 0:  # the next backend starts from the best plan
+            if seconds is not None and seconds < 1.0:
                 break
             built.model.hint.clear()
             if best is not None:
