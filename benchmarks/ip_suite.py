@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         for folder, stem, label, _, ipn in suite:
             p = read_problem(WORKLOADS / folder / f"{stem}.json")
             for backend in args.backends:
-                extra = {"descent": True} if args.descent and backend == "cpsat" else {}
+                extra: dict[str, Any] = {"descent": True} if args.descent and backend == "cpsat" else {}
                 r = solve(p, "ip-noncontig", time_limit=args.time_limit, backend=backend, **opts, **extra)
                 ok = "yes" if r.objective <= ipn * 1.005 else "no"
                 cells = " | ".join(_ip_cells(r))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,7 +63,7 @@ def test_cut_bound_is_at_least_every_units_least_compute(problem) -> None:
         return
     times = device_times(problem)
     unit_ptr, unit_nodes = colocation_units(problem.graph)
-    least = [times[unit_nodes[a:b]].sum(axis=0).min() for a, b in zip(unit_ptr[:-1], unit_ptr[1:])]
+    least = [times[unit_nodes[a:b]].sum(axis=0).min() for a, b in pairwise(unit_ptr.tolist())]
     if not np.isfinite(least).all() or solve(problem, "brute-force").plan is None:
         return  # no plan (a unit no device can run or hold): the bound says 0
     assert cut_bound(problem) >= max(least) * (1 - 1e-6) - 1e-9

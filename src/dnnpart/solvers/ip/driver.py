@@ -10,8 +10,8 @@ from typing import Any
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
-from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
+from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register

@@ -171,7 +171,7 @@ def build_throughput(
     x = np.full((n_units, n_dev), -1, np.int64)
     allowed = np.isfinite(unit_time) & (unit_mem[:, None] <= cap[None, :] * (1 + _MEMORY_TOLERANCE))
     infeasible_unit = -1
-    kept = range(n_units)
+    kept: list[int] = list(range(n_units))
     if largest_units is not None:
         if contiguous:
             raise ValueError("largest_units drops units: only for the non-contiguous program")
