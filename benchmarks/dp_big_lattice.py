@@ -14,6 +14,11 @@ import of the graph, enumeration, DPL, DP). ``--src`` runs another checkout's so
 speed-up table of issue 20 runs this script with ``--src`` pointing at the commit before);
 ``--set`` passes method options (``work_bound=false threads=1`` is the DP before issue 20).
 Writes ``bench-results/dp_big_lattice.md`` (or ``--out``) and prints it.
+
+``--before DIR`` (another checkout's ``src``, e.g. a git worktree of the commit before) runs
+each graph with both sources, alternating, ``--repeat`` times each, and writes the before /
+after table instead: best wall time of each, the speed-up, slices priced, peak RSS, and
+whether both report the same optimum.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ GRAPHS = {
     "hf_bert_2layers": ("hf:bert:num_hidden_layers=2", "BERT-base, 2 layers"),
     "hf_vit_base": ("hf:vit-base", "ViT-base"),
     "hf_bert": ("hf:bert", "BERT-base, 12 layers"),
+    "hf_bert_24layers": ("hf:bert:num_hidden_layers=24", "BERT-base, 24 layers"),
+    "hf_bert_48layers": ("hf:bert:num_hidden_layers=48", "BERT-base, 48 layers"),
+    "hf_gpt2": ("hf:gpt2", "GPT-2 (above the default max_ideals)"),
 }
 #: what runs without --only (the others take minutes each)
 DEFAULT = ("hf_bert_4layers", "hf_resnet50")
@@ -88,6 +96,9 @@ def main() -> int:
     parser.add_argument("--set", dest="options", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=OUT / "dp_big_lattice.md")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="sources of the code before: a before / after table")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per source (best wall)")
     parser.add_argument("--one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # a child of its own, so that RUSAGE_CHILDREN is this one solve's
@@ -95,6 +106,8 @@ def main() -> int:
         print(json.dumps(run_one(args.one, env, float(env.get("DP_BENCH_TIMEOUT", "3600")))))
         return 0
     OUT.mkdir(exist_ok=True)
+    if args.before is not None:
+        return compare(args)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     solve_env = dict(os.environ, PYTHONPATH=str(args.src.resolve()),
                      DP_BENCH_TIMEOUT=str(args.time_limit + 60))
@@ -130,6 +143,71 @@ def main() -> int:
                f"| {status} | {num('objective', '.6g')} | {num('upper_bound', '.6g')} "
                f"| {num('slices_priced')} | {r.get('threads', 1)} | {num('wall_s', '.1f')} "
                f"| {num('rss_mb', '.0f')} |")
+        rows.append(row)
+        print(row, flush=True)
+    args.out.write_text(header + "\n" + "\n".join(rows) + "\n")
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+def _solve_argv(path: Path, args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "dnnpart", "solve", str(path), "--method", "dp", "--json",
+            "--cluster", CLUSTER, "--time-limit", str(args.time_limit),
+            *[x for kv in args.options for x in ("--set", kv)]]
+
+
+def _solve_in_child(argv: list[str], src: Path, args: argparse.Namespace) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(src.resolve()),
+               DP_BENCH_TIMEOUT=str(args.time_limit + 60))
+    proc = subprocess.run([sys.executable, __file__, "--one", *argv], capture_output=True,
+                          text=True, env=env, check=True)
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Before / after: each graph solved by both sources, alternating, best wall of each."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    header = (f"# Exact DP on captured real graphs, before / after (whole process, {CLUSTER})\n\n"
+              f"before: `{args.before}`; after: `{args.src}`; options: "
+              f"{' '.join(args.options) or 'defaults'}; best of {args.repeat} each, "
+              f"alternating; time limit {args.time_limit:g} s\n\n"
+              "| graph | ideals | before: wall s (best), slices, RSS MB | after: wall s (best), "
+              "slices, RSS MB | speed-up | same optimum | objective | load avg |\n"
+              "|---|---|---|---|---|---|---|---|")
+    print(header, flush=True)
+    rows = []
+    for name, (_spec, label) in GRAPHS.items():
+        if name not in args.only:
+            continue
+        path = capture(name, env)
+        argv = _solve_argv(path, args)
+        runs: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
+        loads = []
+        for _ in range(args.repeat):
+            for key, src in (("before", args.before), ("after", args.src)):
+                loads.append(os.getloadavg()[0])
+                runs[key].append(_solve_in_child(argv, src, args))
+        cells = []
+        best = {}
+        for key in ("before", "after"):
+            done = [r for r in runs[key] if r.get("status") == "optimal"]
+            if not done:
+                cells.append(f"{runs[key][0].get('status')}")
+                best[key] = float("nan")
+                continue
+            fastest = min(done, key=lambda r: float(str(r["wall_s"])))
+            best[key] = float(str(fastest["wall_s"]))
+            cells.append(f"{best[key]:.1f}, {int(str(fastest['slices_priced'])):,}, "
+                         f"{float(str(fastest['rss_mb'])):.0f}")
+        objs = {float(str(r["objective"])) for k in runs for r in runs[k]
+                if r.get("status") == "optimal"}
+        same = "yes" if objs and max(objs) - min(objs) <= 1e-9 * max(objs) else "no"
+        ideals = runs["after"][0].get("n_ideals")
+        row = (f"| {label} | {ideals:,} | {cells[0]} | {cells[1]} "
+               f"| {best['before'] / best['after']:.1f}x | {same} "
+               f"| {min(objs) if objs else float('nan'):.6g} "
+               f"| {min(loads):.1f}-{max(loads):.1f} |")
         rows.append(row)
         print(row, flush=True)
     args.out.write_text(header + "\n" + "\n".join(rows) + "\n")

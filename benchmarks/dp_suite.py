@@ -6,12 +6,17 @@ graph first loads/compiles the numba kernels, and that time is reported apart. W
 Markdown table to ``bench-results/dp_suite.md`` and prints it.
 
 The authors' single-threaded C++ DP (paper 1) is quoted for comparison.
+
+``--before DIR`` (another checkout's ``src``) writes ``bench-results/dp_suite_before_after.md``
+instead: each workload solved by both sources in alternation, ``--repeat`` times each, best
+DP seconds of each, the speed-up, slices priced and whether the optima agree.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -97,6 +102,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="file stems to run")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="sources of the code before: a before / after table")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per source (best DP s)")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(args.one)))
@@ -104,6 +112,8 @@ def main() -> int:
     if not WORKLOADS.exists():
         print(f"skipped: reference workloads not found at {WORKLOADS}")
         return 0
+    if args.before is not None:
+        return compare(args)
     rows = []
     header = (
         "| workload | nodes | ideals | DP | published DP | DPL | published DPL | DP s | DPL s "
@@ -142,6 +152,56 @@ def main() -> int:
     )
     OUT.write_text(note + header + "\n" + "\n".join(rows) + "\n")
     print(f"\nwritten to {OUT}")
+    return 0
+
+
+def _child(path: Path, src: Path) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(src.resolve()))
+    proc = subprocess.run([sys.executable, __file__, "--one", str(path)], capture_output=True,
+                          text=True, check=True, env=env)
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Before / after, same run: both sources alternate on each workload."""
+    header = (
+        "| workload | ideals | DP s before | DP s after | speed-up | slices before "
+        "| slices after | same optimum |\n|---|---|---|---|---|---|---|---|"
+    )
+    print(header, flush=True)
+    rows = []
+    totals = [0.0, 0.0]
+    loads = []
+    for folder, stem, label, *_ in SUITE:
+        if args.only and stem not in args.only:
+            continue
+        path = WORKLOADS / folder / f"{stem}.json"
+        runs: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
+        for _ in range(args.repeat):
+            for key, src in (("before", args.before), ("after", ROOT / "src")):
+                loads.append(os.getloadavg()[0])
+                runs[key].append(_child(path, src))
+        best = {k: min(runs[k], key=lambda r: float(str(r["dp_s"]))) for k in runs}
+        b, a = float(str(best["before"]["dp_s"])), float(str(best["after"]["dp_s"]))
+        totals[0] += b
+        totals[1] += a
+        objs = [float(str(r["dp"])) for k in runs for r in runs[k]]
+        same = "yes" if max(objs) - min(objs) <= 1e-9 * max(objs) else "no"
+        row = (f"| {label} | {best['after']['ideals']:,} | {b:.3f} | {a:.3f} | {b / a:.2f}x "
+               f"| {best['before']['slices']:,} | {best['after']['slices']:,} | {same} |")
+        rows.append(row)
+        print(row, flush=True)
+    total = (f"| total | | {totals[0]:.2f} | {totals[1]:.2f} | {totals[0] / totals[1]:.2f}x "
+             "| | | |")
+    print(total, flush=True)
+    out = OUT.parent / "dp_suite_before_after.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    note = (f"# Throughput DP before / after\n\nbefore: `{args.before}`, after: this checkout; "
+            f"best of {args.repeat} each, alternating; load average {min(loads):.1f}-"
+            f"{max(loads):.1f}. DP seconds exclude start-up and the numba warm-up.\n\n")
+    out.write_text(note + header + "\n" + "\n".join([*rows, total]) + "\n")
+    print(f"\nwritten to {out}")
     return 0
 
 

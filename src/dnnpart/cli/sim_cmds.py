@@ -26,6 +26,9 @@ def add_parsers(sub: Any, add_problem_args: Callable[[argparse.ArgumentParser], 
     p.add_argument("--contention", action="store_true",
                    help="ops: every physical link of a transfer's routed path carries one "
                         "transfer at a time (a device pair, where the matrices are given)")
+    p.add_argument("--sync", choices=("after-backward", "eager"), default="after-backward",
+                   help="layerwise: parameter sync leaves after the whole backward pass (Eq. 1's "
+                        "step, default) or as soon as each layer's backward ends")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
 
@@ -112,8 +115,9 @@ def _replay(args: argparse.Namespace, out: Renderer, problem: Any, plan: Any) ->
     if problem.objective.kind != "iteration":
         raise ValueError("--level layerwise replays layer-wise strategies: pass --objective iteration")
     layers, device, bandwidth = iteration_setting(problem)
-    r = replay_strategy(layers, iteration_configs(problem, plan), device, bandwidth)
-    summary = {"level": "layerwise", "replay_s": r.makespan, "t_o_s": r.additive, "ratio": r.ratio,
+    r = replay_strategy(layers, iteration_configs(problem, plan), device, bandwidth, sync=args.sync)
+    summary = {"level": "layerwise", "sync": args.sync, "replay_s": r.makespan, "t_o_s": r.additive,
+               "ratio": r.ratio,
                "bytes_per_step": r.moved_bytes, "tasks": len(r.timeline)}
     if args.trace:
         write_chrome_trace(r.timeline, args.trace)
@@ -122,7 +126,8 @@ def _replay(args: argparse.Namespace, out: Renderer, problem: Any, plan: Any) ->
         out.json(dumps(summary))
     else:
         out.print(f"layer-wise replay: step [bold]{1e3 * r.makespan:.3f} ms[/] beside t_O (Eq. 1) "
-                  f"{1e3 * r.additive:.3f} ms (ratio {r.ratio:.3f}), {len(r.timeline)} tasks")
+                  f"{1e3 * r.additive:.3f} ms (ratio {r.ratio:.3f}), {len(r.timeline)} tasks, "
+                  f"sync {args.sync}")
         if args.trace:
             out.note(f"trace written to {args.trace} (open it in ui.perfetto.dev)")
     return EXIT_OK

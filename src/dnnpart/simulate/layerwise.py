@@ -17,6 +17,16 @@ if nothing overlapped. The replay runs the same work as tasks on a :class:`Timel
   task on the server's inbound port -- and receives the parameters back once the server has
   every gradient and its own backward -- a task on the server's outbound port
   (``out:<device>``), so the server sends them one after the other, as t_S counts them.
+* **When sync starts** (choice, ``sync``): by default (``"after-backward"``) a layer's
+  gradients leave only once the whole backward pass is done -- the step of Eq. 1 as paper 3
+  defines it: forward, back propagation, then parameter synchronisation ("the time to
+  synchronize the parameters in layer l_i after back propagation", §4), synchronous
+  training with a parameter server, as TensorFlow's synchronous replicas of the time push
+  gradients after ``compute_gradients``. ``"eager"`` sends them as soon as the layer's own
+  backward ends (sync hidden behind the backward pass of earlier layers, as Legion or
+  bucketed all-reduce can do). Paper 3's Table 4 measured its runtime 1% *slower* than t_O
+  on AlexNet over 16 GPUs; the eager replay ends 12% below t_O there, the default 5% below
+  (``docs/optcnn.md``). Transfers overlap compute in both.
 * A consumer tile's forward waits for all its inputs (transfers, or the producer tiles on its
   own device); a tile's backward waits for its forward and for every gradient sent to it.
 
@@ -60,14 +70,16 @@ from dnnpart.solvers.optcnn.hardware import DeviceSpec
 from dnnpart.solvers.optcnn.layers import LayerGraph
 from dnnpart.solvers.optcnn.strategy import config_row, strategy_time
 
-__all__ = ["LayerwiseReplay", "ReplayTasks", "build_replay_tasks", "replay_strategy", "schedule_tasks",
-           "serialised"]
+__all__ = ["SYNC_MODES", "LayerwiseReplay", "ReplayTasks", "build_replay_tasks", "replay_strategy",
+           "schedule_tasks", "serialised"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 #: Interval kind of a parameter-sync transfer.
 SYNC = "sync"
+#: When parameter sync starts (module docstring): the default first.
+SYNC_MODES = ("after-backward", "eager")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -135,8 +147,11 @@ class _Builder:
 
 
 def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
-                       bandwidth: FloatArray) -> ReplayTasks:
+                       bandwidth: FloatArray, *, sync: str = "after-backward") -> ReplayTasks:
     """The tasks of one iteration of ``configs`` (module docstring).
+
+    ``sync`` is ``"after-backward"`` (a layer's gradients leave once the whole backward pass is
+    done: the step's three phases of Eq. 1) or ``"eager"`` (once the layer's own backward is).
 
     Examples
     --------
@@ -148,6 +163,8 @@ def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device
     >>> len(tasks), set(tasks.kind)   # forward and backward of 8 layers, nothing moves
     (16, {'compute'})
     """
+    if sync not in SYNC_MODES:
+        raise ValueError(f"sync: expected one of {', '.join(SYNC_MODES)}, got {sync!r}")
     bandwidth = np.asarray(bandwidth, dtype=np.float64)
     d = bandwidth.shape[0]
     inv = inverse_bandwidth(bandwidth)
@@ -184,6 +201,7 @@ def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device
                                       f"X {graph.layers[p].name}[{s}]->{layer.name}[{t}]", moved))
             fwd[j].append(b.add(dev, forward[j][t], deps, COMPUTE, f"F {layer.name}[{t}]"))
     # backward, reverse topological order
+    first_backward = len(b.deps)
     for p in range(n - 1, -1, -1):
         layer = graph.layers[p]
         factor = backward_factor(layer)
@@ -201,12 +219,19 @@ def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device
                     deps.append(b.add(b.inbound(dev), moved * inv[src, dev], [bwd[j][u]], TRANSFER,
                                       f"X {graph.layers[j].name}[{u}]->{layer.name}[{s}] grad", moved))
             bwd[p].append(b.add(dev, factor * forward[p][s], deps, COMPUTE, f"B {layer.name}[{s}]"))
-        _sync_tasks(b, graph, p, configs[p], rows[p].lo[0, :, 1], bwd[p], inv)
+        if sync == "eager":
+            _sync_tasks(b, graph, p, configs[p], rows[p].lo[0, :, 1], bwd[p], inv, ())
+    if sync == "after-backward":
+        # every backward task is an ancestor of one that nothing in the backward pass waits on
+        needed = {dep for task in range(first_backward, len(b.deps)) for dep in b.deps[task]}
+        ends = tuple(t for layer_tasks in bwd for t in layer_tasks if t not in needed)
+        for p in range(n - 1, -1, -1):
+            _sync_tasks(b, graph, p, configs[p], rows[p].lo[0, :, 1], bwd[p], inv, ends)
     return b.build()
 
 
 def _sync_tasks(b: _Builder, graph: LayerGraph, i: int, config: LayerConfig, chan_lo: IntArray,
-                bwd: list[int], inv: FloatArray) -> None:
+                bwd: list[int], inv: FloatArray, after: Sequence[int]) -> None:
     layer = graph.layers[i]
     c = config.degrees[1]
     if layer.params == 0 or config.tiles == c:
@@ -217,12 +242,12 @@ def _sync_tasks(b: _Builder, graph: LayerGraph, i: int, config: LayerConfig, cha
         group = [int(t) for t in tiles[chan_lo[: config.tiles] == lo_c]]
         server_tile, replicas = group[0], group[1:]
         server = config.devices[server_tile]
-        grads = [b.add(b.inbound(server), slice_bytes * inv[config.devices[r], server], [bwd[r]], SYNC,
-                       f"G {layer.name}[{r}]", slice_bytes) for r in replicas]
+        grads = [b.add(b.inbound(server), slice_bytes * inv[config.devices[r], server],
+                       [bwd[r], *after], SYNC, f"G {layer.name}[{r}]", slice_bytes) for r in replicas]
         for r in replicas:
             dev = config.devices[r]
-            b.add(b.outbound(server), slice_bytes * inv[server, dev], [*grads, bwd[server_tile]], SYNC,
-                  f"P {layer.name}[{r}]", slice_bytes)
+            b.add(b.outbound(server), slice_bytes * inv[server, dev], [*grads, bwd[server_tile], *after],
+                  SYNC, f"P {layer.name}[{r}]", slice_bytes)
 
 
 def schedule_tasks(tasks: ReplayTasks) -> tuple[FloatArray, FloatArray]:
@@ -305,7 +330,8 @@ def serialised(tasks: ReplayTasks) -> ReplayTasks:
 
 
 def replay_strategy(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
-                    bandwidth: FloatArray, *, serialise: bool = False) -> LayerwiseReplay:
+                    bandwidth: FloatArray, *, serialise: bool = False,
+                    sync: str = "after-backward") -> LayerwiseReplay:
     """Replay one training iteration of ``configs`` and report it beside t_O.
 
     ``serialise`` merges each device's compute and ports into one resource (nothing overlaps
@@ -320,7 +346,7 @@ def replay_strategy(graph: LayerGraph, configs: Sequence[LayerConfig], device: D
     >>> abs(r.makespan - r.additive) < 1e-15   # one device, a chain: nothing overlaps
     True
     """
-    tasks = build_replay_tasks(graph, configs, device, bandwidth)
+    tasks = build_replay_tasks(graph, configs, device, bandwidth, sync=sync)
     if serialise:
         tasks = serialised(tasks)
     start, end = schedule_tasks(tasks)

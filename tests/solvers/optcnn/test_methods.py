@@ -41,8 +41,12 @@ def test_methods_report_the_evaluators_value(method: str) -> None:
     assert r.plan is not None and r.plan.layer_configs is not None
     assert r.objective == pytest.approx(evaluate(p, r.plan).objective, rel=1e-12)
     assert r.objective == pytest.approx(r.stats["search_value"], rel=1e-9)
-    best = solve(p, "optcnn").objective
+    exact = solve(p, "optcnn")
+    best = exact.objective
+    assert exact.bound == best and exact.gap == 0.0   # exact: its own bound over the space
     assert r.objective >= best * (1 - 1e-9)
+    if r.status is not Status.OPTIMAL:
+        assert r.bound is None   # a baseline proves nothing
     if method == "optcnn-dfs":
         assert r.status is Status.OPTIMAL and r.objective == pytest.approx(best, rel=1e-9)
 
@@ -199,6 +203,12 @@ def test_cli_simulate_replays_a_layerwise_plan(capsys: pytest.CaptureFixture[str
     data = json.loads(capsys.readouterr().out)
     assert data["level"] == "layerwise" and data["t_o_s"] * 1e3 == pytest.approx(solved["objective"])
     assert 0.9 <= data["ratio"] <= 1.0 + 1e-12 and trace.is_file()
+    assert data["sync"] == "after-backward"
+    assert main(["simulate", "builtin:alexnet", str(plan), "--objective", "iteration", "--json",
+                 "--sync", "eager"]) == 0
+    eager = json.loads(capsys.readouterr().out)
+    assert eager["sync"] == "eager" and eager["t_o_s"] == pytest.approx(data["t_o_s"], rel=1e-12)
+    assert eager["bytes_per_step"] == pytest.approx(data["bytes_per_step"], rel=1e-12)
     assert main(["simulate", "builtin:alexnet", str(plan)]) == 2   # needs --objective iteration
 
 

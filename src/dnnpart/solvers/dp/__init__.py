@@ -58,8 +58,16 @@ accelerator its fastest node allows); a row's walk stops where the slice's compu
 the worst best value so far of the row's live cells. Layer InceptionV3 inference: 36.8 M
 slices. Lattices from ``THREADED_IDEALS`` ideals fill the rows of each level (ideals of one
 size, which read only smaller ones) in threads; the tables are the same. Small lattices
-before numba is loaded fill their rows in numpy (:mod:`dnnpart.solvers.dp.small`). Figures
-and what was tried: ``docs/performance.md``.
+before numba is loaded fill their rows in numpy (:mod:`dnnpart.solvers.dp.small`).
+
+Lattices from ``PEEL_IDEALS`` ideals first solve a relaxation (option ``peel``, exact
+either way; :mod:`dnnpart.solvers.dp.relax`): the graph without its light side components
+and one-neighbour leaves has a far smaller lattice and an optimum no larger. Its plan,
+extended to the whole graph, is optimal when it scores no more than that bound (BERT-base
+with 4 layers: 148,200 ideals, proven from 988 in 1.2 s whole process, 69 s before);
+otherwise its prefix and suffix tables skip the cells of the full DP that cannot be on a
+better split (BERT-base with 2 layers: 23.7 M slices priced instead of 563 M). Figures and
+what was tried: ``docs/performance.md``.
 """
 
 from __future__ import annotations
@@ -214,6 +222,7 @@ class DpOutcome:
     slices_priced: int
     slices_pruned: int
     replica_of: npt.NDArray[np.int32] | None = None
+    table: npt.NDArray[np.float64] | None = None
 
     def plan(self) -> Plan | None:
         """The split as a plan (``None`` without one)."""
@@ -226,6 +235,9 @@ def run_dp(
     problem: Problem, stage: StageGraph, lattice: IdealLattice, *, upper: float = math.inf,
     clock: Stopwatch | None = None, progress: Progress | None = None, label: str = "DP",
     replication: bool = False, work_bound: bool = False, threads: int = 1,
+    costs: tuple[npt.NDArray[Any], ...] | None = None,
+    cell_mask: tuple[npt.NDArray[np.int32], npt.NDArray[np.int8]] | None = None,
+    keep_table: bool = False,
 ) -> DpOutcome:
     """Fill the DP table over ``lattice`` (ideals of ``stage``) and rebuild the best split.
 
@@ -240,6 +252,13 @@ def run_dp(
     ``threads > 1`` fills the rows of one lattice level (ideals of one size, which never
     read each other) in that many threads (the kernel releases the GIL): same tables.
     Without both this is the DP as it was before issue 20 (its plain twin in the tests).
+    ``costs`` (``node_cost, uniform, edge_cost, outdeg``) replaces the graph's transfer
+    arrays; with a ``stage`` whose ``stage_of`` is ``-1`` for some nodes it prices the graph
+    without them (:mod:`dnnpart.solvers.dp.relax`; their entries in the assignment are
+    meaningless). ``cell_mask`` (``mask_of, mask``: no replication, finite ``upper``) skips
+    the cells ``(I, a, c)`` with ``mask[mask_of[I], a, c] == 0``, which must be on no split
+    below ``upper`` (same optimum below it). ``keep_table`` returns the DP table in the
+    outcome's ``table``.
 
     Examples
     --------
@@ -254,7 +273,11 @@ def run_dp(
     model = _device_model(problem)
     n_acc, n_cpu = len(model.accelerators), len(model.cpus)
     n_ideals = lattice.n_ideals
-    node_cost, uniform = graph.node_out_cost()
+    if costs is None:
+        node_cost, uniform = graph.node_out_cost()
+        edge_cost, outdeg = graph.edge_cost, graph.out_degree()
+    else:
+        node_cost, uniform, edge_cost, outdeg = costs
     dp = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.float64)
     prev_lower = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int32)
     prev_kind = np.empty((n_ideals, n_acc + 1, n_cpu + 1), np.int8)
@@ -271,6 +294,14 @@ def run_dp(
              if work_bound and not replication and math.isfinite(upper) else None)
     work, total_work, inv_ratio = bound if bound is not None else (np.zeros(1), 0.0, 0.0)
     n, depth = graph.n_nodes, stage.n_stage_nodes + 2
+    use_mask = cell_mask is not None and not replication and math.isfinite(upper)
+    mask_of, mask = cell_mask if use_mask and cell_mask is not None else (
+        np.zeros(1, np.int32), np.ones((1, 1, 1), np.int8))
+    # the kernel reads the mask where it tests the work bound (a separate flag there made
+    # the loop 4% slower); the mask alone: every cell passes a zero work bound
+    live_cell = bound is not None
+    if use_mask and bound is None:
+        work, total_work, inv_ratio, live_cell = np.zeros(n_ideals), 0.0, 0.0, True
 
     def scratch() -> tuple[Any, ...]:
         # in_set, n_succ_in, stamp, walk stack (4), counters, live cells: one set per thread
@@ -279,7 +310,6 @@ def run_dp(
                 np.empty((depth, 5), np.float64), np.empty((depth, 2), np.int64),
                 np.zeros(2, np.int64), np.zeros((n_acc + 1, n_cpu + 1), np.int8))
 
-    outdeg = graph.out_degree()
     # small lattices before numba is loaded: the plain twin costs less than loading numba
     small = not_compiled(dp_fill) and lattice.n_cover_pairs <= SMALL_COVER_PAIRS
     fill = getattr(dp_fill, "py_func", dp_fill) if small else dp_fill
@@ -288,11 +318,12 @@ def run_dp(
         fill(
             start, stop, lattice.down_ptr, lattice.down_node, lattice.down_lower,
             stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
-            graph.pred_ptr, graph.pred_idx, graph.pred_edge, graph.edge_cost, node_cost, uniform,
+            graph.pred_ptr, graph.pred_idx, graph.pred_edge, edge_cost, node_cost, uniform,
             outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
             model.cpu_cap, model.comm_scale, model.overlap, float(upper), *sc[:8], dp,
             prev_lower, prev_kind, sc[8], max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load,
-            prev_count, work, total_work, inv_ratio, bound is not None, sc[9],
+            prev_count, work, total_work, inv_ratio, live_cell, sc[9],
+            use_mask, mask_of, mask,
         )
 
     # rows in chunks between clock checks (time limit, Ctrl-C): a row prices up to every
@@ -300,7 +331,7 @@ def run_dp(
     chunk = max(1, min(n_ideals // 100, 64))
     by_rows = None
     if (not_compiled(dp_fill) and not replication and n_ideals <= SMALL_LATTICE
-            and not (clock is not None and clock.expired())):
+            and costs is None and not use_mask and not (clock is not None and clock.expired())):
         from dnnpart.solvers.dp.small import fill_small
 
         by_rows = fill_small(lattice, stage, graph, node_cost, uniform, model.acc_time,
@@ -330,8 +361,9 @@ def run_dp(
         return DpOutcome(math.inf, None, False, priced, pruned)
     full = n_ideals - 1
     value = float(dp[full, n_acc, n_cpu])
+    table = dp if keep_table else None
     if not math.isfinite(value):
-        return DpOutcome(math.inf, None, True, priced, pruned)
+        return DpOutcome(math.inf, None, True, priced, pruned, table=table)
     stage_device = np.full(stage.n_stage_nodes, -1, np.int32)
     replica_of = np.arange(problem.cluster.n_devices, dtype=np.int32)
     big, a, c = full, n_acc, n_cpu
@@ -359,7 +391,7 @@ def run_dp(
         big = lower
     assert np.all(stage_device >= 0), "DP split left stage nodes unplaced"
     return DpOutcome(value, stage_device[stage.stage_of], True, priced, pruned,
-                     replica_of if replication else None)
+                     replica_of if replication else None, table)
 
 
 def _report(progress: Progress | None, clock: Stopwatch | None, label: str, done: int,
@@ -441,7 +473,9 @@ def _work_bound(
     if per_node is None:
         return None
     node, inv_ratio = per_node
-    per_stage = np.bincount(stage.stage_of, weights=node, minlength=stage.n_stage_nodes)
+    inside = stage.stage_of >= 0  # a peeled graph's stage_of is -1 on the nodes left out
+    per_stage = np.bincount(stage.stage_of[inside], weights=node[inside],
+                            minlength=stage.n_stage_nodes)
     work = ideal_sums(lattice.parent, lattice.added, per_stage)
     return work, float(per_stage.sum()), inv_ratio
 
@@ -526,6 +560,8 @@ def _space(problem: Problem, what: str) -> str:
         Option("threads", int, None, "threads filling the rows of large lattices (default: all "
                "cores)", minimum=1),
         Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
+        Option("peel", bool, True, "large lattices: first solve the graph without its light "
+               "side nodes, a lower bound, and extend (exact either way)"),
         Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
         Option("max_hierarchy_ideals", int, DEFAULT_MAX_HIERARCHY_IDEALS,
                "hierarchical clusters: refuse lattices with more ideals", minimum=1),
@@ -536,7 +572,7 @@ def solve_dp(
     max_ideals: int = DEFAULT_MAX_IDEALS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
     use_upper_bound: bool = True, merge_trivial: bool = True,
     replication: bool = False, max_hierarchy_ideals: int = DEFAULT_MAX_HIERARCHY_IDEALS,
-    work_bound: bool = True, threads: int | None = None, **options: Any,
+    work_bound: bool = True, threads: int | None = None, peel: bool = True, **options: Any,
 ) -> SolveResult:
     """Optimal contiguous split by dynamic programming over the ideals of the forward graph.
 
@@ -615,9 +651,23 @@ def solve_dp(
         upper, incumbent = dpl.value, dpl.plan()
         stats["upper_bound"] = upper
     n_threads = max_threads if lattice.n_ideals >= THREADED_IDEALS else 1
+    gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
+    cells = None
+    if (_flag(peel, "peel") and use_upper_bound and not replication and not gpipe
+            and lattice.n_ideals >= PEEL_IDEALS):
+        peeled = _solve_peeled(problem, stage, lattice, clock, max_threads, upper, incumbent,
+                               stats)
+        if peeled is not None and peeled.proven:
+            stats.update(threads=n_threads, slices_priced=0, slices_pruned=0, timed_out=False)
+            return result_from_plan(
+                problem, peeled.plan, method="dp", clock=clock, proven=True,
+                search_space=_space(problem, "contiguous splits in pipeline order"), **stats)
+        if peeled is not None:
+            upper, incumbent, cells = peeled.objective, peeled.plan, peeled.cell_mask
+            stats["upper_bound"] = upper
     out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress,
                  replication=replication, work_bound=_flag(work_bound, "work_bound"),
-                 threads=n_threads)
+                 threads=n_threads, cell_mask=cells)
     stats["threads"] = n_threads
     stats.update(slices_priced=out.slices_priced, slices_pruned=out.slices_pruned,
                  timed_out=not out.finished)
@@ -625,7 +675,6 @@ def solve_dp(
     improved = out.assignment is not None and out.value < upper
     plan = out.plan() if improved else incumbent
     optimal_value = out.value if improved else upper
-    gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
     # With replication on a hierarchy the DP prices every link at the host rate: its plan is
     # scored by the evaluator's hierarchy pricing but not proven optimal for it.
     proven = out.finished and not gpipe and not hierarchical
@@ -636,6 +685,106 @@ def solve_dp(
         space += " (priced at the host link, not the hierarchy: not proven optimal)"
     return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
                             search_space=_space(problem, space), **stats)
+
+
+#: Lattices from this many ideals first try the peeled relaxation (:mod:`.relax`).
+PEEL_IDEALS = 20_000
+#: ... when it has at most this fraction of the ideals.
+PEEL_RATIO = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class _Peeled:
+    """What the peeled relaxation found: its best plan of ``G`` and objective, whether that
+    is proven optimal, and the cell mask for the DP over ``G`` (``None`` when proven)."""
+
+    plan: Plan
+    objective: float
+    proven: bool
+    cell_mask: tuple[npt.NDArray[np.int32], npt.NDArray[np.int8]] | None
+
+
+def _solve_peeled(
+    problem: Problem, stage: StageGraph, lattice: IdealLattice, clock: Stopwatch, threads: int,
+    upper: float, incumbent: Plan | None, stats: dict[str, Any],
+) -> _Peeled | None:
+    """The peeled relaxation (:mod:`dnnpart.solvers.dp.relax`), or ``None`` when nothing is
+    worth peeling or a DP did not finish. ``upper``/``incumbent``: DPL's. Adds ``peel_*``
+    stats."""
+    from dnnpart.solvers.dp import relax
+
+    model = _device_model(problem)
+    acc = np.bincount(stage.stage_of, weights=model.acc_time, minlength=stage.n_stage_nodes)
+    cpu = np.bincount(stage.stage_of, weights=model.cpu_time, minlength=stage.n_stage_nodes)
+    # light on every kind of device it can run on: wherever the extension puts it
+    heaviest = np.maximum(np.where(np.isfinite(acc), acc, 0.0), np.where(np.isfinite(cpu), cpu, 0.0))
+    light = heaviest <= relax.LIGHT_FRACTION * load_lower_bound(problem, stage)
+    # the side components alone (the closer bound) when that leaves a small lattice, else
+    # the one-neighbour leaves too if that leaves fewer ideals
+    found: tuple[relax.Peeling, IdealLattice] | None = None
+    limit = max(2, int(lattice.n_ideals * PEEL_RATIO))
+    for leaves in (False, True):
+        groups = relax.peel_set(stage, light, leaves=leaves)
+        if not groups:
+            continue
+        peeling = relax.peel(stage, groups)
+        try:
+            found = peeling, enumerate_stage_ideals(peeling.stage, max_ideals=limit)
+        except ProblemTooLargeError:
+            continue
+        if found[1].n_ideals < PEEL_IDEALS:
+            break
+        limit = found[1].n_ideals - 1
+    if found is None:
+        return None
+    peeling, sub_lattice = found
+    groups = peeling.groups
+    sub_stage = peeling.stage
+    costs = relax.peeled_costs(problem.graph, peeling.removed_nodes)
+
+    def sub_dp(sg: StageGraph, lat: IdealLattice, bound: float, label: str,
+               keep: bool = True) -> DpOutcome:
+        n_threads = threads if lat.n_ideals >= THREADED_IDEALS else 1
+        return run_dp(problem, sg, lat, upper=bound, clock=clock, label=label, work_bound=True,
+                      threads=n_threads, costs=costs, keep_table=keep)
+
+    dpl = run_dp(problem, sub_stage, _linear_lattice(sub_stage), clock=clock,
+                 label="peeled DPL", costs=costs)
+    sub = sub_dp(sub_stage, sub_lattice, dpl.value, "peeled DP", keep=False)
+    stats.update(peel_stage_nodes=int(sum(g.size for g in groups)),
+                 peel_ideals=sub_lattice.n_ideals, peel_slices_priced=sub.slices_priced)
+    if not sub.finished:
+        return None
+    best = sub if sub.assignment is not None and sub.value < dpl.value else dpl
+    if best.assignment is None:  # G' has no split: neither has G (memory only drops)
+        return None
+    lower = best.value
+    plan: Plan | None = relax.extend_plan(problem, stage, peeling, best.assignment)
+    assert plan is not None
+    ev = evaluate(problem, plan)
+    objective = ev.objective if ev.feasible else math.inf
+    stats.update(peel_lower_bound=lower, peel_objective=objective)
+    if upper <= objective:
+        plan, objective = incumbent, upper
+    if plan is None or not math.isfinite(objective):
+        return None
+    if objective <= lower * (1 + relax.MATCH_SLACK):
+        return _Peeled(plan, objective, True, None)
+    # the cells of G whose restriction to G' cannot be split below the incumbent, on the
+    # ideal's devices or on the rest's, are on no better split of G
+    prefix = sub_dp(sub_stage, sub_lattice, objective, "peeled prefix")
+    rev_stage = relax.reverse_stage(sub_stage)
+    rev_lattice = enumerate_stage_ideals(rev_stage)
+    suffix = sub_dp(rev_stage, rev_lattice, objective, "peeled suffix")
+    if not (prefix.finished and suffix.finished) or prefix.table is None or suffix.table is None:
+        return None
+    complement = relax.complement_map(sub_lattice, rev_lattice, sub_stage.n_stage_nodes)
+    mask = relax.cell_mask(prefix.table, suffix.table, complement, objective)
+    new_id = np.full(stage.n_stage_nodes, -1, np.int64)
+    new_id[peeling.kept] = np.arange(peeling.kept.size)
+    mask_of = relax.restriction_map(lattice, sub_lattice, new_id, sub_stage.n_stage_nodes)
+    stats["peel_live_cells"] = float(mask[mask_of].mean())
+    return _Peeled(plan, objective, False, (mask_of, mask))
 
 
 #: Lattices from this many ideals are filled by several threads (below, a level's rows take
@@ -656,9 +805,12 @@ def _threads(threads: object) -> int:
 
 def _table_bytes(problem: Problem, replication: bool, threads: int = 1) -> int:
     """Bytes per ideal of :func:`run_dp`'s tables (value, back-pointers, counts), one stamp
-    per thread, and the work bound's and the levels' per-ideal sums."""
+    per thread, the work bound's and the levels' per-ideal sums, and the peeled
+    relaxation's cell mask (:func:`_solve_peeled`)."""
     cells = (problem.cluster.n_accelerators + 1) * (problem.cluster.n_cpus + 1)
-    return cells * (8 + 4 + 1 + (2 if replication else 0)) + 4 * threads + 16
+    # + the peeled relaxation's map to its lattice and its cell mask (<= PEEL_RATIO of the
+    # ideals); its own tables (<= 2 x PEEL_RATIO of these) are freed before these exist
+    return cells * (8 + 4 + 1 + 1 + (2 if replication else 0)) + 4 * threads + 16 + 4
 
 
 def _check_cap(value: object, name: str) -> None:

@@ -241,6 +241,7 @@ def dp_fill(  # type: ignore[no-untyped-def]
     dp, prev_lower, prev_kind, counters,
     max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
     work, total_work, inv_ratio, live_cell, src_ok,
+    use_mask, mask_of, cell_mask,
 ):
     """Fill DP rows ``i_start <= I < i_end`` (ideals numbered so that subsets come first).
 
@@ -270,6 +271,11 @@ def dp_fill(  # type: ignore[no-untyped-def]
     its walk stops where the slice's compute reaches the worst best so far of the live cells
     (per device kind), which only falls. ``src_ok`` is an ``(n_acc + 1, n_cpu + 1)`` int8
     scratch array (the live cells of the row).
+
+    Cell mask (``use_mask``, only with ``live_cell``): also skip the cells ``(I, a, c)`` with
+    ``cell_mask[mask_of[I], a, c] == 0`` (the peeled relaxation's bounds,
+    :mod:`dnnpart.solvers.dp.relax`: a split below ``upper`` passes only through cells whose
+    relaxed prefix and suffix are below it); the row's walk is cut as with the work bound.
     """
     n_acc = dp.shape[1] - 1
     n_cpu = dp.shape[2] - 1
@@ -299,6 +305,8 @@ def dp_fill(  # type: ignore[no-untyped-def]
                 for c in range(n_cpu + 1):
                     live = cell_is_live(  # type: ignore[no-untyped-call]
                         work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio)
+                    if use_mask and cell_mask[mask_of[big], a, c] == 0:
+                        live = False
                     if live:
                         src_ok[a, c] = 1
                         if a > 0:

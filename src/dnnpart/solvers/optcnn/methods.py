@@ -55,7 +55,9 @@ def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int],
     objective, figures = iteration_value(problem, plan)
     stats = {**stats, "search_value": value_s / problem.cluster.time_unit_s,
              "bytes_per_step": figures["bytes_per_step"], "global_batch": figures["global_batch"]}
-    return SolveResult(status=status, plan=plan, objective=objective, method=method,
+    # an exact search's value is its own bound over the space (gap 0); heuristics have none
+    bound = objective if status == Status.OPTIMAL else None
+    return SolveResult(status=status, plan=plan, objective=objective, method=method, bound=bound,
                        wall_time_s=time.perf_counter() - started, search_space=_SPACE, stats=stats)
 
 
