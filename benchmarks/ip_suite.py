@@ -1,7 +1,8 @@
 """Benchmark of the integer programs on paper 1's 14 reference workloads.
 
 Run: ``.venv/bin/python benchmarks/ip_suite.py [--time-limit S] [--threads N] [--only NAME ...]
-[--parts contiguous noncontig latency] [--backends cpsat highs portfolio] [--descent] [--out FILE]``.
+[--parts contiguous noncontig latency] [--backends cpsat highs portfolio] [--descent]
+[--deterministic] [--out FILE]``.
 Writes ``bench-results/ip_suite.md`` (or ``--out``) and prints it.
 
 * contiguous: ``ip`` against the DP optimum (``dp``), per backend;
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--descent", action="store_true",
                     help="non-contiguous: keep half the time for threshold descent (cpsat)")
     ap.add_argument("--backends", nargs="*", default=["cpsat", "highs"])
+    ap.add_argument("--deterministic", action="store_true",
+                    help="CP-SAT deterministic time (results independent of machine load)")
     args = ap.parse_args(argv)
     if not WORKLOADS.exists():
         print(f"workloads not found at {WORKLOADS}", file=sys.stderr)
@@ -79,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     from dnnpart.solvers import available_methods, solve
 
     suite = [s for s in SUITE if not args.only or any(o in s[2] or o in s[1] for o in args.only)]
-    opts = {"threads": args.threads, "gap": args.gap}
+    opts: dict[str, Any] = {"threads": args.threads, "gap": args.gap}
+    if args.deterministic:
+        opts["deterministic"] = True
     lines = [f"# IP suite (time limit {args.time_limit:g} s, {args.threads} threads, gap {args.gap:g}"
-             f"{', descent' if args.descent else ''})", ""]
+             f"{', descent' if args.descent else ''}{', deterministic' if args.deterministic else ''})", ""]
 
     def flush() -> None:
         args.out.parent.mkdir(exist_ok=True)
@@ -109,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         for folder, stem, label, _, ipn in suite:
             p = read_problem(WORKLOADS / folder / f"{stem}.json")
             for backend in args.backends:
-                extra = {"descent": True} if args.descent and backend == "cpsat" else {}
+                extra: dict[str, Any] = {"descent": True} if args.descent and backend == "cpsat" else {}
                 r = solve(p, "ip-noncontig", time_limit=args.time_limit, backend=backend, **opts, **extra)
                 ok = "yes" if r.objective <= ipn * 1.005 else "no"
                 cells = " | ".join(_ip_cells(r))

@@ -11,6 +11,7 @@ from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
 from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
+from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
 from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
@@ -32,6 +33,10 @@ DESCENT_SHARE = 0.5
 #: communication-bound models (op BERT-12) they stall within seconds where HiGHS, started from
 #: the same plan, keeps improving (measured: README, "Integer programs").
 PORTFOLIO_SHARE = 0.5
+
+#: Share of a time limit kept, in the non-contiguous throughput program, for the packing
+#: bound (:mod:`~dnnpart.solvers.ip.bounds`) when the main solve stops short of the gap.
+PACKING_SHARE = 0.1
 
 
 def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
@@ -193,19 +198,28 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                          "give time_limit and a throughput objective")
     if descent and remaining is not None:
         remaining *= 1 - DESCENT_SHARE
+    # the packing bound's share (not with descent, which keeps its own)
+    reserve = 0.0
+    if not latency and not contiguous and not descent and time_limit is not None and remaining is not None:
+        reserve = PACKING_SHARE * time_limit
+        remaining = max(0.01, remaining - reserve)
     portfolio = opts["backend"] == "portfolio"
     phases = [opts["backend"]]
     if portfolio:  # without a time limit CP-SAT runs to the gap: nothing left for HiGHS
         # deterministic: CP-SAT only (HiGHS has no deterministic time limit)
         phases = ["cpsat", "highs"] if time_limit is not None and not opts["deterministic"] else ["cpsat"]
     best, best_value, bound, certified = warm_plan, warm_value, -math.inf, True
+    if not latency:  # the unavoidable transfers of each unit's device (bounds.cut_bound)
+        bound = stats["cut_bound"] = cut_bound(problem)
     for i, name in enumerate(phases):
+        if best is not None and _within(best_value, bound, opts["gap"]):
+            break  # the warm start or the first backend is within the gap already
         seconds = remaining
         if len(phases) > 1 and time_limit is not None:
-            seconds = (remaining or 0.0) * PORTFOLIO_SHARE if i == 0 else time_limit - clock.elapsed
-        if i > 0:  # the next backend starts from the best plan, unless the gap is closed
-            short = seconds is not None and seconds < 1.0
-            if short or (best is not None and _within(best_value, bound, opts["gap"])):
+            seconds = ((remaining or 0.0) * PORTFOLIO_SHARE if i == 0
+                       else time_limit - clock.elapsed - reserve)
+        if i > 0:  # the next backend starts from the best plan
+            if seconds is not None and seconds < 1.0:
                 break
             built.model.hint.clear()
             if best is not None:
@@ -226,6 +240,14 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         certified &= phase.certified
         if phase.certified:
             bound = max(bound, phase.bound)
+    n_packed = packed_units(problem, best_value) if reserve > 0 and best is not None else 0
+    if n_packed > 0 and not _within(best_value, bound, opts["gap"]):
+        seconds = reserve if opts["deterministic"] else max(0.01, time_limit - clock.elapsed)  # type: ignore[operator]
+        packing = _backend_phase(problem, build_packing_relaxation(problem, n_packed), opts["backend"]
+                                 if opts["backend"] != "portfolio" else "cpsat", seconds, opts, progress)
+        stats["packing_bound"] = packing.bound if packing.certified else None
+        if packing.certified and not packing.infeasible:
+            bound = max(bound, packing.bound)
     stats["bound_certified"] = certified
     if descent and best is not None and time_limit is not None:
         best, best_value, bound = _descend(problem, best, best_value, bound, contiguous=contiguous,

@@ -132,12 +132,20 @@ class ThroughputModel:
 
 def build_throughput(
     problem: Problem, *, contiguous: bool, contiguous_cpus: bool = True, symmetry: bool = True,
-    device_loads: bool = False,
+    device_loads: bool = False, communication: bool = True, largest_units: int | None = None,
 ) -> ThroughputModel:
     """Write the max-load program of ``problem`` (see the module docstring).
 
     With ``device_loads`` every device gets its own load variable per group (``L_g >= l_dg
     >= pieces``; ``device_load_vars[g][d]``), which a search may weigh in its objective.
+
+    Without ``communication`` no transfer is written: the program of the same problem with
+    every transfer free, a relaxation whose optimum (and any bound on it) is a lower bound of
+    the real one (see :func:`dnnpart.solvers.ip.bounds.packing_bound`). With
+    ``largest_units=N`` (non-contiguous only) only the ``N`` units of largest least compute
+    time get variables: the others are left out (not placed anywhere), a further relaxation
+    that only :func:`~dnnpart.solvers.ip.bounds.packing_bound` uses (such a model's solutions
+    are no plans).
 
     Examples
     --------
@@ -163,7 +171,13 @@ def build_throughput(
     x = np.full((n_units, n_dev), -1, np.int64)
     allowed = np.isfinite(unit_time) & (unit_mem[:, None] <= cap[None, :] * (1 + _MEMORY_TOLERANCE))
     infeasible_unit = -1
-    for u in range(n_units):
+    kept: list[int] = list(range(n_units))
+    if largest_units is not None:
+        if contiguous:
+            raise ValueError("largest_units drops units: only for the non-contiguous program")
+        least = np.where(allowed, unit_time, np.inf).min(axis=1, initial=np.inf)
+        kept = sorted(np.argsort(-least, kind="stable")[:largest_units].tolist())
+    for u in kept:
         for d in np.flatnonzero(allowed[u]).tolist():
             x[u, d] = m.add_var(VarKind.BINARY)
         if not allowed[u].any():
@@ -197,7 +211,7 @@ def build_throughput(
                 bucket[int(y[v])] = bucket.get(int(y[v]), 0.0) + float(times[v, d])
         comm_in: list[list[tuple[int, float]]] = [[], []]
         comm_out: list[list[tuple[int, float]]] = [[], []]
-        if scale[d] > 0:
+        if scale[d] > 0 and communication:
             tr = add_transfers(m, graph, y, node_cost=node_cost, uniform=uniform)
             tm.transfers[d] = tr
             outs = {r[0] for r in tr.records if r[1] == OUT}
