@@ -24,16 +24,16 @@ whether both report the same optimum.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from solve_process import run_solve  # noqa: E402  (a sibling script, not a package)
+
 OUT = ROOT / "bench-results"
 CLUSTER = "4xA100+1cpu"
 
@@ -62,24 +62,6 @@ def capture(name: str, env: dict[str, str]) -> Path:
     return path
 
 
-def run_one(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, object]:
-    """One whole-process solve: its JSON result, wall seconds and peak RSS (MB)."""
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "killed", "wall_s": time.perf_counter() - t0, "rss_mb": float("nan")}
-    wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    if proc.returncode not in (0, 1):
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-        return {"status": f"error: {tail[0][:80]}", "wall_s": wall, "rss_mb": rss}
-    result: dict[str, object] = json.loads(proc.stdout)
-    result.update(wall_s=wall, rss_mb=rss)
-    return result
-
-
 def _formatter(result: dict[str, object]) -> Callable[..., str]:
     def num(key: str, fmt: str = ",") -> str:
         v = result.get(key)
@@ -99,18 +81,11 @@ def main() -> int:
     parser.add_argument("--before", type=Path, default=None,
                         help="sources of the code before: a before / after table")
     parser.add_argument("--repeat", type=int, default=1, help="runs per source (best wall)")
-    parser.add_argument("--one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:  # a child of its own, so that RUSAGE_CHILDREN is this one solve's
-        env = dict(os.environ)
-        print(json.dumps(run_one(args.one, env, float(env.get("DP_BENCH_TIMEOUT", "3600")))))
-        return 0
     OUT.mkdir(exist_ok=True)
     if args.before is not None:
         return compare(args)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    solve_env = dict(os.environ, PYTHONPATH=str(args.src.resolve()),
-                     DP_BENCH_TIMEOUT=str(args.time_limit + 60))
     header = (f"# Exact DP on captured real graphs (whole process, {CLUSTER})\n\n"
               f"sources: `{args.src}`; options: {' '.join(args.options) or 'defaults'}; "
               f"time limit {args.time_limit:g} s; load average before: "
@@ -128,13 +103,7 @@ def main() -> int:
         except subprocess.CalledProcessError:
             print(f"skipped {name}: capture failed (needs torch and the hf extra)")
             continue
-        argv = [sys.executable, "-m", "dnnpart", "solve", str(path), "--method", "dp", "--json",
-                "--cluster", CLUSTER, "--time-limit", str(args.time_limit),
-                *[x for kv in args.options for x in ("--set", kv)]]
-        proc = subprocess.run([sys.executable, __file__, "--one", *argv], capture_output=True,
-                              text=True, env=solve_env, check=True)
-        r = json.loads(proc.stdout)
-
+        r = _solve_in_child(_solve_argv(path, args), args.src, args)
         status = str(r.get("status"))
         if r.get("timed_out"):
             status += " (time limit)"
@@ -157,12 +126,9 @@ def _solve_argv(path: Path, args: argparse.Namespace) -> list[str]:
 
 
 def _solve_in_child(argv: list[str], src: Path, args: argparse.Namespace) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(src.resolve()),
-               DP_BENCH_TIMEOUT=str(args.time_limit + 60))
-    proc = subprocess.run([sys.executable, __file__, "--one", *argv], capture_output=True,
-                          text=True, env=env, check=True)
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
+    """``argv`` as a whole process with ``src`` on the path (``solve_process.run_solve``)."""
+    env = dict(os.environ, PYTHONPATH=str(src.resolve()))
+    return run_solve(argv, env, args.time_limit + 60)
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -11,9 +11,8 @@ extra). On ``4xA100+1cpu`` (paper 1's throughput setting: 4 accelerators and a C
 each as a whole ``dnnpart solve`` process:
 
 * ``dp`` with ``--time-limit`` ``--dp-limit`` (default 60 s): status, ideals, objective,
-  wall seconds and the process's peak RSS (``RUSAGE_CHILDREN`` of a child of its own); a
-  graph whose lattice is over the ``max_ideals`` guard is refused in bounded time and
-  reported as such;
+  wall seconds and the process's peak RSS (``solve_process.run_solve``); a graph whose
+  lattice is over the ``max_ideals`` guard is refused in bounded time and reported as such;
 * ``ip-noncontig --deterministic --threads 2 --time-limit`` ``--ip-limit`` (default 120):
   objective, bound, gap (CP-SAT's deterministic time, so the figures do not depend on the
   machine's load; the wall time does).
@@ -25,16 +24,16 @@ Writes ``bench-results/paper1_real_models.md`` (or ``--out``) and prints it. Not
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from solve_process import run_solve  # noqa: E402  (a sibling script, not a package)
+
 OUT = ROOT / "bench-results"
 CLUSTER = "4xA100+1cpu"
 
@@ -56,39 +55,6 @@ def pinned(name: str, training: bool, env: dict[str, str]) -> Path:
         argv = [sys.executable, "-m", "dnnpart", "import", MODELS[name], "--out", str(path), "--quiet"]
         subprocess.run(argv + (["--training"] if training else []), check=True, env=env)
     return path
-
-
-def run_solve(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """One whole-process solve: its JSON result, wall seconds and the child's peak RSS (MB)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        text, tail = out.read().decode(), err.read().decode().strip().splitlines()[-1:]
-    if proc.returncode not in (0, 1) or not text.strip():  # refused (exit 1 without a plan, 2, ...)
-        return {"status": f"exit {proc.returncode}: {(tail or [''])[0][:90]}", "wall_s": wall}
-    result: dict[str, Any] = json.loads(text)
-    result["wall_s"] = wall
-    return result
-
-
-def peak_rss_of(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """:func:`run_solve` in a child of its own, so that RUSAGE_CHILDREN is this solve's."""
-    code = ("import json, resource, sys; sys.path.insert(0, sys.argv[1]); "
-            "from paper1_real_models import run_solve; import os; "
-            "r = run_solve(sys.argv[3:], dict(os.environ), float(sys.argv[2])); "
-            "r['rss_mb'] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024; "
-            "print(json.dumps(r))")
-    proc = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(timeout), *argv],
-                          capture_output=True, text=True, env=env, check=True)
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
 
 
 def fmt(value: Any, spec: str) -> str:
@@ -131,8 +97,8 @@ def main() -> int:
             dp: dict[str, Any] = {"status": "skipped"}
             ip: dict[str, Any] = {"status": "skipped"}
             if args.skip != "dp":
-                dp = peak_rss_of([*common, "--method", "dp", "--time-limit", str(args.dp_limit)], env,
-                                 args.dp_limit + 120)
+                dp = run_solve([*common, "--method", "dp", "--time-limit", str(args.dp_limit)], env,
+                               args.dp_limit + 120)
             if args.skip != "ip":
                 ip = run_solve([*common, "--method", "ip-noncontig", "--deterministic", "--threads", "2",
                                 "--time-limit", str(args.ip_limit)], env, 4 * args.ip_limit + 300)
