@@ -174,15 +174,20 @@ def _stalled_cpsat(model, settings):
     return BackendOutcome(values=None, status="unknown", stats={"backend_status": "UNKNOWN"})
 
 
-@FAST
-@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, random_objective=True, training=None))
-def test_portfolio_hands_over_to_highs_and_equals_brute_force(problem) -> None:
+def _solve_with_stalled_cpsat(problem, **options):
+    """``ip-noncontig`` with :func:`_stalled_cpsat` in CP-SAT's place (HiGHS left as it is)."""
     from dnnpart.solvers.ip import driver
 
     real = driver._backend
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(driver, "_backend", lambda name: _stalled_cpsat if name == "cpsat" else real(name))
-        r = solve(problem, "ip-noncontig", backend="portfolio", gap=0.0, time_limit=60.0)
+        return solve(problem, "ip-noncontig", **options)
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, random_objective=True, training=None))
+def test_portfolio_hands_over_to_highs_and_equals_brute_force(problem) -> None:
+    r = _solve_with_stalled_cpsat(problem, backend="portfolio", gap=0.0, time_limit=60.0, root=False)
     if not _matches_reference(problem, r, solve(problem, "brute-force")):
         return
     ran = [phase["backend"] for phase in r.stats.get("portfolio", [])]
@@ -196,7 +201,7 @@ def test_portfolio_hands_over_to_highs_and_equals_brute_force(problem) -> None:
 
 def test_portfolio_stops_after_cpsat_when_the_gap_is_closed() -> None:
     p = chain_problem([4, 1, 1, 4], n_accelerators=2)
-    r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0)
+    r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0, root=False)
     assert r.status is Status.OPTIMAL and r.objective == 5.0
     assert [phase["backend"] for phase in r.stats["portfolio"]] == ["cpsat"]
 
@@ -213,10 +218,91 @@ def test_portfolio_keeps_the_better_bound_and_plan_of_both_phases() -> None:
     real = driver._backend
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(driver, "_backend", lambda name: weak_cpsat if name == "cpsat" else real(name))
-        r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0, warm_start="none")
+        r = solve(p, "ip-noncontig", backend="portfolio", time_limit=30.0, warm_start="none",
+                  root=False)
     assert r.objective == 5.0 and r.bound == 5.0
     cpsat, highs = r.stats["portfolio"]
     assert (cpsat["backend"], cpsat["bound"], highs["backend"]) == ("cpsat", 1.0, "highs")
+
+
+# -- HiGHS's root node before CP-SAT (non-contiguous throughput) ------------------------------
+
+
+@FAST
+@given(problems(max_nodes=5, max_accelerators=2, max_cpus=1, random_objective=True, training=None))
+def test_root_plan_reaches_cpsat_and_the_result_equals_brute_force(problem) -> None:
+    # CP-SAT stalls with nothing: what the result holds beyond the warm start is the root's
+    r = _solve_with_stalled_cpsat(problem, gap=0.0, time_limit=60.0, warm_start="none")
+    if not _matches_reference(problem, r, solve(problem, "brute-force")):
+        return
+    root = r.stats["root"]
+    assert r.objective == pytest.approx(root["objective"])
+    assert r.stats["root_complete"] and root["bound"] <= r.objective * (1 + 1e-6) + 1e-9
+
+
+def test_root_is_skipped_on_request_on_contiguous_programs_and_with_highs() -> None:
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    assert "root" in solve(p, "ip-noncontig", time_limit=30.0).stats
+    assert "root" not in solve(p, "ip-noncontig", time_limit=30.0, root=False).stats
+    assert "root" not in solve(p, "ip", time_limit=30.0).stats
+    assert "root" not in solve(p, "ip-noncontig", time_limit=30.0, backend="highs").stats
+
+
+def test_deterministic_budgets_are_shares_of_the_limit_whatever_the_root_took() -> None:
+    from dnnpart.solvers.ip import driver
+    from dnnpart.solvers.ip.backend import BackendOutcome
+
+    seen: list[tuple[str, object]] = []
+
+    def record(name):
+        def backend(model, settings):
+            seen.append((name, settings.time_limit if name == "cpsat" else settings.node_limit))
+            return BackendOutcome(values=None, status="unknown", stats={"backend_status": "UNKNOWN"})
+        return backend
+
+    p = chain_problem([4, 1, 1, 4, 2, 3], n_accelerators=3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(driver, "_backend", record)
+        solve(p, "ip-noncontig", time_limit=100.0, deterministic=True, warm_start="none")
+    main = 100.0 * (1 - driver.PACKING_SHARE)  # the root's wall seconds are not counted
+    assert seen[0] == ("highs", 1)
+    assert seen[1][0] == "cpsat" and seen[1][1] == pytest.approx(main)
+
+
+def test_the_root_plan_becomes_the_hint_only_when_it_beats_the_warm_start_by_the_gap() -> None:
+    p = chain_problem([4, 1, 1, 4, 2, 3], n_accelerators=3)
+    best = solve(p, "brute-force").plan
+    cold = _solve_with_stalled_cpsat(p, time_limit=30.0, warm_start="none", gap=0.0)
+    warm = _solve_with_stalled_cpsat(p, time_limit=30.0, warm_start=best, gap=0.0)
+    assert cold.stats.get("root_hint") is True
+    assert "root_hint" not in warm.stats  # the root cannot beat an optimal warm start
+    assert warm.objective == cold.objective == pytest.approx(evaluate(p, best).objective)
+
+
+def test_a_root_stopped_by_the_clock_is_reported() -> None:
+    from dnnpart.solvers.ip import driver
+    from dnnpart.solvers.ip.backend import BackendOutcome
+
+    def capped_highs(model, settings):
+        return BackendOutcome(values=None, status="time limit reached",
+                              stats={"backend_status": "Time limit reached"})
+
+    p = chain_problem([4, 1, 1, 4], n_accelerators=2)
+    real = driver._backend
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(driver, "_backend", lambda name: capped_highs if name == "highs" else real(name))
+        r = solve(p, "ip-noncontig", time_limit=30.0)
+    assert r.stats["root_complete"] is False and r.objective == 5.0
+
+
+def test_cpsat_refuses_a_node_limit() -> None:
+    from dnnpart.solvers.ip.backend import BackendSettings
+    from dnnpart.solvers.ip.cpsat import solve_cpsat
+
+    m = MipModel()
+    m.objective = [m.add_var(VarKind.TIME, ub=1.0)]
+    with pytest.raises(ValueError, match="node limit"):
+        solve_cpsat(m, BackendSettings(node_limit=1))
 
 
 def test_portfolio_latency_and_contiguous_ip_equal_the_single_backends() -> None:
@@ -230,7 +316,7 @@ def test_portfolio_latency_and_contiguous_ip_equal_the_single_backends() -> None
 
 def test_portfolio_without_a_time_limit_is_cpsat_alone() -> None:
     p = chain_problem([3, 1, 2, 2, 1], n_accelerators=2)
-    r = _exact(p, "ip-noncontig", backend="portfolio")
+    r = _exact(p, "ip-noncontig", backend="portfolio", root=False)
     assert r.status is Status.OPTIMAL
     assert [phase["backend"] for phase in r.stats["portfolio"]] == ["cpsat"]
 

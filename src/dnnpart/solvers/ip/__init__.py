@@ -36,6 +36,14 @@ contiguous_cpus : contiguous CPU parts too (default True for ``ip``: brute force
     contiguous splits requires it; the paper's latency program leaves CPUs free).
 symmetry : break the symmetry of identical devices (default True, throughput).
 subgraphs_per_device : ``q`` of Fig. 4 (latency only).
+root : non-contiguous throughput with ``backend`` cpsat or portfolio (default True): HiGHS
+    first solves the root node only (presolve, LP, cuts and primal heuristics; stopped by a
+    node limit, so the same plan whatever the machine's load) for up to ``ROOT_SHARE`` (15%)
+    of the time limit; CP-SAT then starts from the better of its plan and the warm start, and
+    the root's dual bound counts. Measured reason: on op BERT-12 inference CP-SAT from DPL
+    stays at 135.63, from the root's 131.66 it reaches 130.04 (``docs/ip.md``). A root
+    stopped by its time share instead says so (``stats["root_complete"]`` False): its plan
+    then depends on the machine's speed, even in a deterministic run.
 descent : throughput with CP-SAT and a time limit (default False): the max-load solve gets
     half the limit and, when it stops short of the gap, threshold descent
     (:mod:`.threshold`) the other half; the plan is the better of the two, the bound the

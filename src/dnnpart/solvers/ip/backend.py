@@ -22,7 +22,9 @@ class BackendSettings:
     count (``None``: backend default); ``seed`` its random seed. ``deterministic`` asks for
     the same answer run to run: the time limit is then counted in the backend's
     deterministic time units (CP-SAT: ``max_deterministic_time``, parallel workers
-    interleaved) instead of wall seconds.
+    interleaved) instead of wall seconds. ``node_limit`` (HiGHS only; CP-SAT refuses it)
+    stops the branch and bound after that many nodes, a limit counted in work, not seconds:
+    ``1`` is the root node with its presolve, cuts and primal heuristics.
     """
 
     time_limit: float | None = None
@@ -30,6 +32,7 @@ class BackendSettings:
     threads: int | None = None
     seed: int = 0
     deterministic: bool = False
+    node_limit: int | None = None
     on_progress: ProgressHook | None = None
 
 

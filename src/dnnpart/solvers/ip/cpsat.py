@@ -203,6 +203,8 @@ def run_program(program: CpsatProgram, cp: Any, settings: BackendSettings, *,
     """
     from ortools.sat.python import cp_model
 
+    if settings.node_limit is not None:
+        raise ValueError("CP-SAT has no node limit (node_limit is a HiGHS setting)")
     t0 = time.perf_counter() if started is None else started
     scale, offset, kinds = program.scale, program.offset, program.kinds
 

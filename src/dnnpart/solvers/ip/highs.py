@@ -124,6 +124,8 @@ def _solve_in_process(model: MipModel, settings: BackendSettings) -> BackendOutc
     if settings.threads:
         h.setOptionValue("threads", int(settings.threads))
     h.setOptionValue("random_seed", int(settings.seed))
+    if settings.node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(settings.node_limit))
     if model.hint:
         keys = np.fromiter(model.hint.keys(), np.int32)
         vals = np.fromiter(model.hint.values(), np.float64)
