@@ -223,8 +223,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                 stats["root_hint"] = True
     remaining = None if time_limit is None else max(0.01, time_limit - clock.elapsed)
     if opts["deterministic"] and time_limit is not None:
-        # deterministic time: the same budget whatever building (or the root) took
-        remaining = time_limit
+        remaining = time_limit  # deterministic time: the same budget whatever building or the root took
     descent = bool(opts["descent"])
     if descent and (latency or remaining is None):
         raise ValueError(f"{method}: descent improves throughput plans within a time limit; "
