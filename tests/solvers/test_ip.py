@@ -338,3 +338,22 @@ def test_latency_warm_start_outside_the_contiguous_space_is_not_returned() -> No
     ref = solve(problem, "brute-force-contiguous")
     assert r.objective == pytest.approx(ref.objective)
     assert evaluate(problem, r.plan).contiguous.all()
+
+
+def test_highs_stopped_while_its_process_starts_returns_no_answer_instead_of_failing() -> None:
+    # found by the tiny-time-limit hardening test: the stop reached the child mid-import
+    from dnnpart import interrupt
+    from dnnpart.solvers.ip.backend import BackendSettings
+    from dnnpart.solvers.ip.highs import solve_highs
+
+    m = MipModel()
+    t, x = m.add_var(VarKind.TIME, ub=10.0), m.add_var(VarKind.BINARY)
+    m.add_row([t, x], [1.0, -2.5], lb=0.0, kind=RowKind.TIME)
+    m.add_row([x], [1.0], lb=1.0, ub=1.0)
+    m.objective = [t]
+    interrupt.request_stop(interrupt.TIME_LIMIT)
+    try:
+        out = solve_highs(m, BackendSettings(time_limit=0.01))
+    finally:
+        interrupt.reset()
+    assert out.values is None or float(out.values[0]) == pytest.approx(2.5)

@@ -200,6 +200,8 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
 
     # HiGHS's root node first (non-contiguous throughput, CP-SAT backends): see ROOT_SHARE
     root = not latency and not contiguous and opts["root"] and opts["backend"] != "highs"
+    # a share under a second is less than starting HiGHS's process takes (as for the portfolio)
+    root = root and (time_limit is None or ROOT_SHARE * time_limit >= 1.0)
     root_bound, root_plan = -math.inf, None
     if root:
         seconds = None if time_limit is None else ROOT_SHARE * time_limit

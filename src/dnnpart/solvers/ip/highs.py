@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from dnnpart.interrupt import request_stop, run_blocking
+from dnnpart.interrupt import request_stop, run_blocking, stop_requested
 from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
 
@@ -72,6 +72,10 @@ def solve_highs(model: MipModel, settings: BackendSettings) -> BackendOutcome:
     result = run_blocking(stdout.read, lambda: child.send_signal(signal.SIGINT))
     child.wait()
     reader.join()
+    if (child.returncode != 0 or not result) and stop_requested():
+        # stopped before the child could start HiGHS (e.g. a tiny time limit): no answer
+        return BackendOutcome(values=None, status="interrupted",
+                              stats={"backend_status": "Interrupted before start"})
     if child.returncode != 0 or not result:
         raise RuntimeError("HiGHS child process failed: " + " / ".join(errors[-5:]))
     outcome: BackendOutcome = pickle.loads(result)
