@@ -199,13 +199,13 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         stats["warm_start_objective"] = warm_value
 
     # HiGHS's root node first (non-contiguous throughput, CP-SAT backends): see ROOT_SHARE
-    root = not latency and not contiguous and opts["root"] and opts["backend"] != "highs"
+    root_seconds = None if time_limit is None else ROOT_SHARE * time_limit
     # a share under a second is less than starting HiGHS's process takes (as for the portfolio)
-    root = root and (time_limit is None or ROOT_SHARE * time_limit >= 1.0)
-    root_bound, root_plan = -math.inf, None
+    root = (not latency and not contiguous and opts["root"] and opts["backend"] != "highs"
+            and (root_seconds is None or root_seconds >= 1.0))
+    root_bound, root_plan, root_value = -math.inf, None, math.inf
     if root:
-        seconds = None if time_limit is None else ROOT_SHARE * time_limit
-        phase = _backend_phase(problem, built, "highs", seconds, {**opts, "threads": 1}, progress,
+        phase = _backend_phase(problem, built, "highs", root_seconds, {**opts, "threads": 1}, progress,
                                node_limit=1)
         stats["root"] = {"objective": phase.value, "bound": phase.bound, "seconds": phase.seconds,
                          "status": phase.stats.get("backend_status")}
@@ -215,7 +215,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         if phase.certified and not phase.infeasible:
             root_bound = phase.bound
         if phase.plan is not None and phase.value < warm_value:
-            root_plan = phase.plan
+            root_plan, root_value = phase.plan, phase.value
             # the root's plan becomes CP-SAT's hint only when it beats the warm start by more
             # than the gap: a smaller gain is kept as the incumbent anyway, and a new hint
             # starts CP-SAT on another trajectory (measured: docs/ip.md)
@@ -244,7 +244,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         phases = ["cpsat", "highs"] if time_limit is not None and not opts["deterministic"] else ["cpsat"]
     best, best_value, bound, certified = warm_plan, warm_value, root_bound, True
     if root_plan is not None:
-        best, best_value = root_plan, stats["root"]["objective"]
+        best, best_value = root_plan, root_value
     if not latency:  # the unavoidable transfers of each unit's device (bounds.cut_bound)
         stats["cut_bound"] = cut_bound(problem)
         bound = max(bound, stats["cut_bound"])
@@ -426,7 +426,8 @@ _IP_OPTIONS = (
     Option("deterministic", bool, False,
            "same plan run to run: deterministic time instead of wall time, fixed seed"),
     Option("root", bool, True, "non-contiguous throughput, cpsat/portfolio: HiGHS's root node "
-           "(a node limit) first, for up to 15% of the time limit; its plan and bound are kept"),
+           f"(a node limit) first, for up to {ROOT_SHARE:.0%} of the time limit; its plan and "
+           "bound are kept"),
 )
 
 
