@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dnnpart.baselines.cp_heuristic import cp_heuristic
-from dnnpart.baselines.linear_clustering import linear_clustering
-from dnnpart.baselines.round_robin import round_robin
 from dnnpart.graph import Graph
 from dnnpart.solvers.pardnn import Costs, pardnn
+from dnnpart.solvers.pardnn.baselines.cp_heuristic import cp_heuristic
+from dnnpart.solvers.pardnn.baselines.linear_clustering import linear_clustering
+from dnnpart.solvers.pardnn.baselines.round_robin import round_robin
 from dnnpart.solvers.pardnn.bound import makespan_lower_bound
 from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
 from dnnpart.testing.layered import layered_graph

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-import dnnpart.solvers.dp.preprocess as pre
+import dnnpart.graph.stage_graph as pre
 from dnnpart.graph.scc import strong_components
 
 WORKLOADS = Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"

@@ -22,8 +22,9 @@ from corpus import sizes
 
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.graph.builder import GraphBuilder
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.limits import MAX_DEVICES, read_bounded
-from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+from dnnpart.solvers.dp import enumerate_stage_ideals
 from dnnpart.solvers.dp.ideals import lattice_budget
 from dnnpart.testing import strategies as dst
 

@@ -16,10 +16,11 @@ from dnnpart.devices import reference_cluster
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import GraphBuilder, count_ideals
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals, run_dp
+from dnnpart.solvers.dp import enumerate_stage_ideals, run_dp
 from dnnpart.solvers.dp import kernels as dpk
 from dnnpart.testing import chain_problem, random_problem
 

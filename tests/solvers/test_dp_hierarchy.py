@@ -20,9 +20,9 @@ from dnnpart import Objective, Plan, Problem, evaluate
 from dnnpart.devices import reference_cluster, two_level_cluster
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph import GraphBuilder
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Status
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import build_stage_graph
 from dnnpart.testing import random_problem
 
 

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 import dnnpart.solvers.dp as dpmod
 from dnnpart.evaluate import evaluate
 from dnnpart.graph.core import build_graph
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import IdealLattice, build_stage_graph, enumerate_stage_ideals, relax, run_dp
+from dnnpart.solvers.dp import IdealLattice, enumerate_stage_ideals, relax, run_dp
 from dnnpart.testing import random_problem
 
 

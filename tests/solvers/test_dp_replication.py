@@ -15,9 +15,10 @@ import dnnpart.solvers.dp as dpmod
 import dnnpart.solvers.dp.kernels as dpk
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster, two_level_cluster
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.graph.training import add_backward_pass
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals, run_dp
+from dnnpart.solvers.dp import enumerate_stage_ideals, run_dp
 from dnnpart.testing import chain_graph, chain_problem, random_problem
 
 

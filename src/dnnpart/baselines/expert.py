@@ -14,21 +14,10 @@ from typing import Any
 from dnnpart.io.plan_files import read_plan
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import GIVEN, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 
-@register(
-    "expert",
-    summary="score a given split file (human-expert placements); option split=PATH",
-    guarantee="baseline; the given split, unchanged except for colocation filling",
-    objectives=("throughput", "latency"),
-    source="paper 1, section 6 (hand-crafted placements)",
-    options=(
-        Option("split", str, None, "split file (JSON) to score"),
-        Option("fill_by_colocation", bool, True, "place left-out nodes with their colocation class"),
-    ),
-)
 def solve_expert(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     split: str | Path | None = None, fill_by_colocation: bool = True, **options: Any,
@@ -63,3 +52,20 @@ def solve_expert(
     plan = read_plan(split, problem, fill_by_colocation=fill_by_colocation)
     return result_from_plan(problem, plan, method="expert", clock=clock, proven=False,
                             search_space="the given split", split=str(split))
+
+
+EXPERT = MethodInfo(
+    name="expert", func=solve_expert,
+    summary="score a given split file (human-expert placements); option split=PATH",
+    guarantee="baseline; the given split, unchanged except for colocation filling",
+    objectives=("throughput", "latency"),
+    source="paper 1, section 6 (hand-crafted placements)",
+    options=(
+        Option("split", str, None, "split file (JSON) to score"),
+        Option("fill_by_colocation", bool, True, "place left-out nodes with their colocation class"),
+    ),
+    space=GIVEN,
+)
+
+
+METHODS = (EXPERT,)

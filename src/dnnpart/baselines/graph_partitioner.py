@@ -27,7 +27,7 @@ from dnnpart.baselines.partition_input import WeightedGraph, integer_weights, pa
 from dnnpart.errors import MissingDependencyError
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 IntArray = npt.NDArray[np.int64]
@@ -135,19 +135,6 @@ def scotch_parts(wg: WeightedGraph, n_parts: int, *, program: str | None = None)
     return parts
 
 
-@register(
-    "graph-partitioner",
-    summary="balanced min-cut partition (METIS or Scotch): compute balanced, transfers cut",
-    guarantee="baseline; usually non-contiguous; ignores memory (violations reported)",
-    objectives=("throughput", "latency"),
-    source="paper 1, sections 6 and 7 (Scotch baseline)",
-    options=(
-        Option("tool", str, "metis", "partitioner", choices=TOOLS),
-        Option("parts", str, "accelerators", "one part per accelerator, or per device (all)",
-               choices=PART_MODES),
-        Option("seed", int, 0, "METIS seed", minimum=0, maximum=2**31 - 1),
-    ),
-)
 def solve_graph_partitioner(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     tool: str = "metis", parts: str = "accelerators", seed: int = 0, **options: Any,
@@ -191,3 +178,22 @@ def solve_graph_partitioner(
     return result_from_plan(problem, plan, method="graph-partitioner", clock=clock, proven=False,
                             search_space="balanced partitions (non-contiguous)", tool=tool,
                             parts=parts)
+
+
+GRAPH_PARTITIONER = MethodInfo(
+    name="graph-partitioner", func=solve_graph_partitioner,
+    summary="balanced min-cut partition (METIS or Scotch): compute balanced, transfers cut",
+    guarantee="baseline; usually non-contiguous; ignores memory (violations reported)",
+    objectives=("throughput", "latency"),
+    source="paper 1, sections 6 and 7 (Scotch baseline)",
+    options=(
+        Option("tool", str, "metis", "partitioner", choices=TOOLS),
+        Option("parts", str, "accelerators", "one part per accelerator, or per device (all)",
+               choices=PART_MODES),
+        Option("seed", int, 0, "METIS seed", minimum=0, maximum=2**31 - 1),
+    ),
+    space=ANY,
+)
+
+
+METHODS = (GRAPH_PARTITIONER,)

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.dp import build_stage_graph
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.method import ANY, MethodInfo, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 #: Relative slack of the evaluator's memory check, so that a filled device is never refused.
@@ -83,13 +83,6 @@ def greedy_assignment(problem: Problem) -> np.ndarray | None:
     return stage_device[stage.stage_of]
 
 
-@register(
-    "greedy",
-    summary="fill each accelerator in topological order while memory allows; rest on CPUs",
-    guarantee="baseline; never exceeds memory; ignores compute and transfer times",
-    objectives=("throughput", "latency"),
-    source="paper 1, section 7 (latency baseline)",
-)
 def solve_greedy(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     **options: Any,
@@ -109,3 +102,16 @@ def solve_greedy(
     plan = None if assignment is None else Plan(assignment=assignment.astype(np.int32))
     return result_from_plan(problem, plan, method="greedy", clock=clock, proven=False,
                             search_space="greedy memory filling in topological order")
+
+
+GREEDY = MethodInfo(
+    name="greedy", func=solve_greedy,
+    summary="fill each accelerator in topological order while memory allows; rest on CPUs",
+    guarantee="baseline; never exceeds memory; ignores compute and transfer times",
+    objectives=("throughput", "latency"),
+    source="paper 1, section 7 (latency baseline)",
+    space=ANY,
+)
+
+
+METHODS = (GREEDY,)

@@ -17,27 +17,13 @@ from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 #: Moves per kernel call between two clock checks (each move scans every unit and device).
 _CHUNK_MOVES = 8
 
 
-@register(
-    "local-search",
-    summary="random start, best single-unit reassignment until a local optimum; restarts",
-    guarantee="heuristic; usually non-contiguous; no bound",
-    objectives=("throughput",),
-    source="paper 1, section 6 (baseline)",
-    options=(
-        Option("restarts", int, 10, "random restarts", minimum=1, maximum=10**9),
-        Option("seed", int, 0, "random seed", minimum=0, maximum=2**63 - 1),
-        Option("max_moves", int, 100_000, "moves per restart", minimum=1),
-    ),
-    anytime=True,
-    time_kind="local-search",
-)
 def solve_local_search(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     restarts: int = 10, seed: int | None = 0, max_moves: int = 100_000, **_: Any,
@@ -120,3 +106,23 @@ def solve_local_search(
                             (attempt + 1) / restarts)
     return result_from_plan(problem, best_plan, method="local-search", clock=clock, proven=False,
                             search_space="all splits", restarts=restarts, moves=total_moves)
+
+
+LOCAL_SEARCH = MethodInfo(
+    name="local-search", func=solve_local_search,
+    summary="random start, best single-unit reassignment until a local optimum; restarts",
+    guarantee="heuristic; usually non-contiguous; no bound",
+    objectives=("throughput",),
+    source="paper 1, section 6 (baseline)",
+    options=(
+        Option("restarts", int, 10, "random restarts", minimum=1, maximum=10**9),
+        Option("seed", int, 0, "random seed", minimum=0, maximum=2**63 - 1),
+        Option("max_moves", int, 100_000, "moves per restart", minimum=1),
+    ),
+    anytime=True,
+    time_kind="local-search",
+    space=ANY,
+)
+
+
+METHODS = (LOCAL_SEARCH,)

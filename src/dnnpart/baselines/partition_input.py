@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.problem import Problem
-from dnnpart.solvers.dp import build_stage_graph
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -2,7 +2,7 @@
 
 PipeDream partitions a *path* of layers by dynamic programming. Paper 1 runs it on branching
 layer graphs by first contracting every branching region into a single node
-(:mod:`dnnpart.baselines.branching`), then putting the contracted graph in one linear order
+(:mod:`dnnpart.graph.branching`), then putting the contracted graph in one linear order
 and running the DP over the prefixes of that order.
 
 Steps, on the same preprocessing as the DP (colocation classes and the cycles they create
@@ -30,17 +30,14 @@ linear order (every source just before its first consumer) -- PipeDream's own pa
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import numpy as np
-
-from dnnpart.baselines.branching import branch_region_labels
+from dnnpart.graph.branching import contract_branches
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.dp import build_stage_graph, solve_dpl
+from dnnpart.solvers.dp import solve_dpl
+from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.parmesan.solver import pipeline_options
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -56,36 +53,12 @@ def pipedream_problem(problem: Problem, *, ignore_inputs: bool = True) -> tuple[
     >>> n_left
     3
     """
-    graph = problem.graph
     limit = float(problem.cluster.memory_capacity().min())
-    stage = build_stage_graph(graph, merge_trivial=True, memory_limit=limit)
-    m = stage.n_stage_nodes
-    src = np.repeat(np.arange(m, dtype=np.int64), np.diff(stage.succ_ptr))
-    dst = stage.succ_idx.astype(np.int64)
-    ignore = None
-    if ignore_inputs:
-        busy = np.any(graph.compute_time > 0, axis=1).astype(np.float64)
-        idle = np.bincount(stage.stage_of, weights=busy, minlength=m) == 0
-        ignore = idle & (np.diff(stage.pred_ptr) <= 1) & (np.diff(stage.succ_ptr) >= 2)
-    labels = branch_region_labels(m, src, dst, ignore_sources=ignore)
-    color = labels[stage.stage_of]
-    recoloured = dataclasses.replace(graph, color_class=color.astype(graph.color_class.dtype))
+    recoloured, n_left = contract_branches(problem.graph, memory_limit=limit, ignore_inputs=ignore_inputs)
     return (Problem(graph=recoloured, cluster=problem.cluster, objective=problem.objective,
-                    name=problem.name), int(np.unique(labels).size))
+                    name=problem.name), n_left)
 
 
-@register(
-    "pipedream",
-    summary="PipeDream's DP: contract branching regions to a path, then split the path",
-    guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
-    objectives=("throughput", "pipeline"),
-    source="paper 1, section 6 (baseline, after PipeDream [NHP+19]); paper 4, Table 1",
-    options=(
-        Option("ignore_inputs", bool, True, "leave input transfers out, as PipeDream did"),
-        *pipeline_options(clustering=False, refinement=False, seed_option=False,
-                          mapping_default="cs"),
-    ),
-)
 def solve_pipedream(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     ignore_inputs: bool = True, **options: Any,
@@ -130,3 +103,21 @@ def solve_pipedream(
         search_space="contiguous splits of the graph with branching regions contracted",
         n_path_nodes=n_left, timed_out=bool(inner.stats.get("timed_out", False)),
     )
+
+
+PIPEDREAM = MethodInfo(
+    name="pipedream", func=solve_pipedream,
+    summary="PipeDream's DP: contract branching regions to a path, then split the path",
+    guarantee="baseline; contiguous split, optimal only over splits of the contracted path",
+    objectives=("throughput", "pipeline"),
+    source="paper 1, section 6 (baseline, after PipeDream [NHP+19]); paper 4, Table 1",
+    options=(
+        Option("ignore_inputs", bool, True, "leave input transfers out, as PipeDream did"),
+        *pipeline_options(clustering=False, refinement=False, seed_option=False,
+                          mapping_default="cs"),
+    ),
+    space=CONTIGUOUS,
+)
+
+
+METHODS = (PIPEDREAM,)

@@ -25,7 +25,7 @@ import numpy as np
 
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -98,14 +98,6 @@ def pipeline_assignment(problem: Problem) -> np.ndarray:
     return np.asarray([accs[s] for s in stage], dtype=np.int32)
 
 
-@register(
-    "pipeline",
-    summary="split the operator order into one range per accelerator, backward with its forward "
-    "(what torch.distributed.pipelining schedules run)",
-    guarantee="heuristic; optimal among consecutive-range splits by compute time only",
-    objectives=("throughput",),
-    source="ours (issue 19): the runnable linear pipeline",
-)
 def solve_pipeline(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     **options: Any,
@@ -127,3 +119,17 @@ def solve_pipeline(
         problem, plan, method="pipeline", clock=clock, proven=False,
         search_space="consecutive ranges of the operator order, one per accelerator, backward colocated",
     )
+
+
+PIPELINE = MethodInfo(
+    name="pipeline", func=solve_pipeline,
+    summary="split the operator order into one range per accelerator, backward with its forward "
+    "(what torch.distributed.pipelining schedules run)",
+    guarantee="heuristic; optimal among consecutive-range splits by compute time only",
+    objectives=("throughput",),
+    source="ours (issue 19): the runnable linear pipeline",
+    space=CONTIGUOUS,
+)
+
+
+METHODS = (PIPELINE,)

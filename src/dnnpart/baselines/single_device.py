@@ -10,17 +10,10 @@ import numpy as np
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Progress, Stopwatch, register
+from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 
-@register(
-    "one-accelerator",
-    summary="place the whole graph on one accelerator (memory permitting), else one CPU",
-    guarantee="baseline; no optimality claim",
-    objectives=("throughput", "latency"),
-    source="paper 1, Table 2 (single-accelerator throughput)",
-)
 def solve_one_accelerator(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     **_: Any,
@@ -45,3 +38,16 @@ def solve_one_accelerator(
             break  # identical accelerators: the first feasible one is as good as any
     return result_from_plan(problem, best, method="one-accelerator", clock=clock, proven=False,
                             search_space="single-device plans")
+
+
+ONE_ACCELERATOR = MethodInfo(
+    name="one-accelerator", func=solve_one_accelerator,
+    summary="place the whole graph on one accelerator (memory permitting), else one CPU",
+    guarantee="baseline; no optimality claim",
+    objectives=("throughput", "latency"),
+    source="paper 1, Table 2 (single-accelerator throughput)",
+    space=CONTIGUOUS,
+)
+
+
+METHODS = (ONE_ACCELERATOR,)

@@ -84,7 +84,8 @@ def graph_summary(problem: Problem, *, ideal_limit: int) -> dict[str, Any]:
 
 def _dp_ideals(problem: Problem, limit: int) -> int | None:
     """Ideals the exact DP enumerates: those of the graph after its contraction (appendix B)."""
-    from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+    from dnnpart.graph.stage_graph import build_stage_graph
+    from dnnpart.solvers.dp import enumerate_stage_ideals
 
     stage = build_stage_graph(problem.graph,
                               memory_limit=float(problem.cluster.memory_capacity().min()))

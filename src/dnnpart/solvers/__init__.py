@@ -1,13 +1,13 @@
-"""Solvers: one module per algorithm family, all registered by name."""
+"""Solvers: one package per paper (its baselines inside), and the method table."""
 
 from dnnpart.solvers.registry import (
     MethodInfo,
+    Option,
     Progress,
     Stopwatch,
     available_methods,
     get_method,
-    register,
     solve,
 )
 
-__all__ = ["MethodInfo", "Progress", "Stopwatch", "available_methods", "get_method", "register", "solve"]
+__all__ = ["MethodInfo", "Option", "Progress", "Stopwatch", "available_methods", "get_method", "solve"]

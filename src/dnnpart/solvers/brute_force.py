@@ -13,7 +13,7 @@ from dnnpart.evaluate import evaluate
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import ANY, CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 MAX_ASSIGNMENTS = 200_000
@@ -45,18 +45,6 @@ def _search(problem: Problem, *, contiguous: bool, max_assignments: int,
     return best, True
 
 
-@register(
-    "brute-force",
-    summary="try every assignment of nodes to devices (tiny graphs only)",
-    guarantee="optimal over all splits (non-contiguous included)",
-    objectives=("throughput", "latency"),
-    exact=True,
-    source="test oracle",
-    options=(
-        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
-               minimum=1),
-    ),
-)
 def solve_brute_force(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     max_assignments: int = MAX_ASSIGNMENTS, **_: Any,
@@ -76,10 +64,10 @@ def solve_brute_force(
                             search_space="all splits")
 
 
-@register(
-    "brute-force-contiguous",
-    summary="try every assignment, keep those whose device parts are contiguous (tiny graphs)",
-    guarantee="optimal over contiguous splits (forward and backward parts separately)",
+BRUTE_FORCE = MethodInfo(
+    name="brute-force", func=solve_brute_force,
+    summary="try every assignment of nodes to devices (tiny graphs only)",
+    guarantee="optimal over all splits (non-contiguous included)",
     objectives=("throughput", "latency"),
     exact=True,
     source="test oracle",
@@ -87,7 +75,10 @@ def solve_brute_force(
         Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
                minimum=1),
     ),
+    space=ANY,
 )
+
+
 def solve_brute_force_contiguous(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     max_assignments: int = MAX_ASSIGNMENTS, **_: Any,
@@ -106,3 +97,21 @@ def solve_brute_force_contiguous(
                              clock=clock)
     return result_from_plan(problem, plan, method="brute-force-contiguous", clock=clock,
                             proven=finished, search_space="contiguous splits")
+
+
+BRUTE_FORCE_CONTIGUOUS = MethodInfo(
+    name="brute-force-contiguous", func=solve_brute_force_contiguous,
+    summary="try every assignment, keep those whose device parts are contiguous (tiny graphs)",
+    guarantee="optimal over contiguous splits (forward and backward parts separately)",
+    objectives=("throughput", "latency"),
+    exact=True,
+    source="test oracle",
+    options=(
+        Option("max_assignments", int, MAX_ASSIGNMENTS, "refuse more than this many assignments",
+               minimum=1),
+    ),
+    space=CONTIGUOUS,
+)
+
+
+METHODS = (BRUTE_FORCE, BRUTE_FORCE_CONTIGUOUS)

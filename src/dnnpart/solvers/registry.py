@@ -1,331 +1,227 @@
-"""Method registry: name -> solver function, its one-line description, guarantee and options.
+"""The method table: every built-in method by name, and :func:`solve`, which runs one.
 
-Every method, exact or heuristic, solver or baseline, has the signature::
-
-    method(problem, /, *, time_limit=None, progress=None, **options) -> SolveResult
-
-Declaring a method and its options
-----------------------------------
-Register the function with :func:`register` and declare **every** keyword option it takes
-as an :class:`Option` (name, type, range, default, one-line doc)::
-
-    @register(
-        "my-method", summary="what it does", guarantee="what the result is",
-        objectives=("throughput",),
-        options=(
-            Option("restarts", int, 10, "random restarts", minimum=1),
-            Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=1.0),
-            Option("tool", str, "metis", "partitioner", choices=("metis", "scotch")),
-            Option("threads", int, None, "worker threads (default: all)", minimum=1),
-        ),
-        anytime=True,  # can run for minutes: gets DEFAULT_TIME_LIMITS' default time limit
-    )
-    def solve_my_method(problem, /, *, time_limit=None, progress=None, restarts=10,
-                        gap=0.01, tool="metis", threads=None): ...
-
-The schema is the single source of truth for ``dnnpart solve --set KEY=VALUE`` (values are
-parsed by the option's type, so ``max_ideals=1e7`` arrives as the integer 10,000,000),
-for :func:`solve` (unknown keys and wrong types are refused with one ``ValueError`` naming
-the option, for every method alike) and for ``dnnpart methods`` (which lists them). A
-default of ``None`` means "not set" (the option then also accepts ``None``);
-``nullable=True`` accepts ``None`` (CLI: ``none``) beside a non-``None`` default. Use
-``Option(..., kind=object)``-style ``object`` for API-only values such as a warm-start plan
-(the CLI passes the text). The tests in ``tests/test_hardening_options.py`` check, for
-every registered method, that the schema's defaults equal the function's.
-
-Time limits and stopping
-------------------------
-Solvers time themselves with :class:`Stopwatch`; its ``expired()`` is also true once the
-user pressed Ctrl-C or the time limit passed (:mod:`dnnpart.interrupt`), so a loop that
-checks it stops on both. :func:`solve` guards each run (a watchdog and a backstop) and
-records why a run stopped early in ``result.stats["stopped"]`` (``"time-limit"`` or
-``"interrupted"``). Methods registered with ``anytime=True`` get the default time limit of
-:data:`DEFAULT_TIME_LIMITS` when the caller gives none (``time_limit=math.inf``: none).
+The table names, for each method, the module that declares it (``METHODS`` there, see
+:mod:`dnnpart.solvers.method`). A module is imported the first time one of its methods is
+asked for: importing every method module costs about 40 ms, a tenth of a small solve's whole
+process, so ``dnnpart solve --method dp`` imports the DP only; listing the methods imports
+them all. A test checks that the table and the modules' declarations agree.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dnnpart import interrupt
-from dnnpart.plan import SolveResult, Status
-from dnnpart.problem import OBJECTIVE_KINDS, Problem
+from dnnpart.plan import Plan, SolveResult, Status
+from dnnpart.problem import Objective, Problem
+from dnnpart.solvers.method import (
+    ANY,
+    CONTIGUOUS,
+    DEFAULT_TIME_LIMITS,
+    GIVEN,
+    LAYERWISE,
+    SEARCH_SPACES,
+    MethodInfo,
+    Option,
+    Progress,
+    SolverFunc,
+    Stopwatch,
+    signature_defaults,
+)
 
-#: Default time limits (seconds) of the anytime methods, by kind of method. One table: the
-#: README's "Time limits" section prints it. A method registered with ``anytime=True`` gets
-#: the entry of its ``time_kind`` (default ``"anytime"``) when no limit is given.
-DEFAULT_TIME_LIMITS: dict[str, float] = {
-    "integer-program": 300.0,
-    "local-search": 60.0,
-    "anytime": 120.0,
+__all__ = [
+    "ANY", "BUILT_IN", "CONTIGUOUS", "DEFAULT_TIME_LIMITS", "GIVEN", "LAYERWISE", "SEARCH_SPACES",
+    "MethodInfo", "Option", "Progress", "SolverFunc", "Stopwatch", "available_methods", "get_method",
+    "signature_defaults", "solve",
+]
+
+
+# One loader per declaring module; each imports it where the method is first asked for.
+def _brute_force() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.brute_force import METHODS
+
+    return METHODS
+
+
+def _dp() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.dp.methods import METHODS
+
+    return METHODS
+
+
+def _ip() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.ip.driver import METHODS
+
+    return METHODS
+
+
+def _optcnn() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.optcnn.methods import METHODS
+
+    return METHODS
+
+
+def _pardnn() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.pardnn.method import METHODS
+
+    return METHODS
+
+
+def _pardnn_baselines() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.pardnn.baselines.methods import METHODS
+
+    return METHODS
+
+
+def _parmesan() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.parmesan.solver import METHODS
+
+    return METHODS
+
+
+def _expert() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.expert import METHODS
+
+    return METHODS
+
+
+def _graph_partitioner() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.graph_partitioner import METHODS
+
+    return METHODS
+
+
+def _greedy() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.greedy import METHODS
+
+    return METHODS
+
+
+def _local_search() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.local_search import METHODS
+
+    return METHODS
+
+
+def _single_device() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.single_device import METHODS
+
+    return METHODS
+
+
+def _pipedream() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.pipedream import METHODS
+
+    return METHODS
+
+
+def _pipeline_split() -> Sequence[MethodInfo]:
+    from dnnpart.baselines.pipeline_split import METHODS
+
+    return METHODS
+
+
+#: method name -> the loader of the module that declares it
+BUILT_IN: dict[str, Callable[[], Sequence[MethodInfo]]] = {
+    "brute-force": _brute_force,
+    "brute-force-contiguous": _brute_force,
+    "cp-heuristic": _pardnn_baselines,
+    "data-parallel": _optcnn,
+    "dp": _dp,
+    "dpl": _dp,
+    "expert": _expert,
+    "graph-partitioner": _graph_partitioner,
+    "greedy": _greedy,
+    "ip": _ip,
+    "ip-noncontig": _ip,
+    "linear-clustering": _pardnn_baselines,
+    "local-search": _local_search,
+    "model-parallel": _optcnn,
+    "one-accelerator": _single_device,
+    "optcnn": _optcnn,
+    "optcnn-dfs": _optcnn,
+    "owt": _optcnn,
+    "pardnn": _pardnn,
+    "parmesan": _parmesan,
+    "parmesan-noclust": _parmesan,
+    "parmesan-norefine": _parmesan,
+    "pipedream": _pipedream,
+    "pipeline": _pipeline_split,
+    "round-robin": _pardnn_baselines,
 }
 
-#: Integers beyond this are refused as option values (numba and C solvers take int64).
-_INT_MAX = 2**63 - 1
-
-
-class Progress(Protocol):
-    """Receives progress of long solves (the CLI renders it on stderr)."""
-
-    def update(self, message: str, fraction: float | None = None) -> None: ...
-
-
-class SolverFunc(Protocol):
-    def __call__(
-        self, problem: Problem, /, *, time_limit: float | None = ..., progress: Progress | None = ...,
-        **options: Any,
-    ) -> SolveResult: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One typed method option.
-
-    Attributes
-    ----------
-    name : keyword name (``--set NAME=VALUE`` on the CLI; ``-`` may stand for ``_``).
-    type : ``int``, ``float``, ``bool``, ``str`` or ``object`` (API-only values; the CLI
-        passes text).
-    default : the value when not given (``None``: unset; then ``None`` is accepted too).
-    doc : one line for ``dnnpart methods``.
-    minimum, maximum : inclusive range of numbers.
-    choices : allowed texts of a ``str`` option.
-    nullable : ``None`` (CLI: ``none``) is allowed besides the type (always so when the
-        default is ``None``).
-
-    Examples
-    --------
-    >>> Option("max_ideals", int, 2_000_000, "ideal cap", minimum=1).parse("1e7")
-    10000000
-    >>> Option("gap", float, 0.01, "gap", minimum=0.0, maximum=1.0).check(2.0, "ip")
-    Traceback (most recent call last):
-    ...
-    ValueError: ip: option gap: expected a number <= 1, got 2.0
-    """
-
-    name: str
-    type: type
-    default: Any
-    doc: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] | None = None
-    nullable: bool = False
-
-    def describe_type(self) -> str:
-        if self.choices:
-            return "|".join(self.choices)
-        text = {int: "int", float: "float", bool: "bool", str: "text"}.get(self.type, "any")
-        if self.minimum is not None or self.maximum is not None:
-            lo = "" if self.minimum is None else f"{self.minimum:g}"
-            hi = "" if self.maximum is None else f"{self.maximum:g}"
-            text += f" in [{lo}, {hi}]" if lo and hi else (f" >= {lo}" if lo else f" <= {hi}")
-        return text
-
-    def parse(self, raw: str, method: str = "") -> Any:
-        """Convert command-line text to this option's type (then :meth:`check`)."""
-        where = f"{method + ': ' if method else ''}option {self.name}"
-        value: Any = raw
-        low = raw.strip().lower()
-        if (self.default is None or self.nullable) and low in ("none", "null", "off"):
-            return None
-        if self.type is bool:
-            if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"{where}: expected true or false, got {raw!r}")
-            value = low in ("true", "1", "yes")
-        elif self.type is int:
-            try:
-                value = int(low.replace("_", ""))
-            except ValueError:
-                try:
-                    as_float = float(low)
-                except ValueError:
-                    raise ValueError(f"{where}: expected an integer, got {raw[:40]!r}") from None
-                if not (math.isfinite(as_float) and as_float.is_integer()):
-                    raise ValueError(f"{where}: expected an integer, got {raw[:40]!r}") from None
-                value = int(as_float)
-        elif self.type is float:
-            try:
-                value = float(low)
-            except ValueError:
-                raise ValueError(f"{where}: expected a number, got {raw[:40]!r}") from None
-        return self.check(value, method)
-
-    def check(self, value: Any, method: str = "") -> Any:
-        """Validate a typed value; returns it normalised (numpy scalars to Python)."""
-        where = f"{method + ': ' if method else ''}option {self.name}"
-        if value is None and (self.default is None or self.nullable):
-            return None
-        got = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        if self.type is object:
-            return value
-        if self.type is bool:
-            if type(value).__name__ not in ("bool", "bool_"):
-                raise ValueError(f"{where}: expected true or false, got {got}")
-            return bool(value)
-        if self.type is str:
-            if not isinstance(value, str):
-                raise ValueError(f"{where}: expected text, got {got}")
-            if self.choices and value not in self.choices:
-                raise ValueError(f"{where}: expected one of {list(self.choices)}, got {got}")
-            return value
-        if isinstance(value, bool) or type(value).__name__ in ("bool_",):
-            raise ValueError(f"{where}: expected {'an integer' if self.type is int else 'a number'}, "
-                             f"got {got}")
-        if self.type is int:
-            if hasattr(value, "is_integer") and not isinstance(value, int):
-                if not (math.isfinite(float(value)) and float(value).is_integer()):
-                    raise ValueError(f"{where}: expected an integer, got {got}")
-                value = int(value)
-            try:
-                value = int(value.__index__())
-            except (AttributeError, TypeError):
-                raise ValueError(f"{where}: expected an integer, got {got}") from None
-            if abs(value) > _INT_MAX:
-                raise ValueError(f"{where}: expected an integer below 2**63, got {len(str(value))} digits")
-        else:
-            if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-                raise ValueError(f"{where}: expected a number, got {got}")
-            try:
-                value = float(value)
-            except (TypeError, ValueError, OverflowError):
-                raise ValueError(f"{where}: expected a number, got {got}") from None
-            if not math.isfinite(value):
-                raise ValueError(f"{where}: expected a finite number, got {got}")
-        if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"{where}: expected a number >= {self.minimum:g}, got {got}")
-        if self.maximum is not None and value > self.maximum:
-            raise ValueError(f"{where}: expected a number <= {self.maximum:g}, got {got}")
-        return value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MethodInfo:
-    """A registered method.
-
-    Attributes
-    ----------
-    name : the name users type (``dnnpart solve --method NAME``).
-    summary : one line: what the method does.
-    guarantee : what the result is guaranteed to be (e.g. "optimal contiguous split").
-    objectives : objective kinds the method optimises.
-    exact : whether a finished run proves optimality over its search space.
-    source : the paper/section it implements.
-    options : the typed options it takes (see the module docstring).
-    anytime : whether it can run for minutes (then it gets a default time limit).
-    time_kind : its row of :data:`DEFAULT_TIME_LIMITS`.
-    """
-
-    name: str
-    func: SolverFunc
-    summary: str
-    guarantee: str
-    objectives: tuple[str, ...]
-    exact: bool
-    source: str = ""
-    options: tuple[Option, ...] = ()
-    anytime: bool = False
-    time_kind: str = "anytime"
-
-    def option(self, name: str) -> Option:
-        """The option called ``name`` (``-`` read as ``_``); ``ValueError`` lists the valid ones."""
-        key = name.replace("-", "_")
-        for opt in self.options:
-            if opt.name == key:
-                return opt
-        valid = ", ".join(o.name for o in self.options) or "none"
-        raise ValueError(f"{self.name}: unknown option {name!r}; valid options: {valid}")
-
-    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        """Refuse unknown keys and wrong types; returns the normalised values."""
-        return {self.option(k).name: self.option(k).check(v, self.name) for k, v in options.items()}
-
-    def parse_options(self, pairs: dict[str, str]) -> dict[str, Any]:
-        """Command-line texts to typed values (``--set KEY=VALUE``)."""
-        return {self.option(k).name: self.option(k).parse(v, self.name) for k, v in pairs.items()}
-
-    @property
-    def default_time_limit(self) -> float | None:
-        return DEFAULT_TIME_LIMITS[self.time_kind] if self.anytime else None
-
-
+#: Methods loaded so far, by name (the declaring modules' ``METHODS``).
 _METHODS: dict[str, MethodInfo] = {}
 
 
-def register(
-    name: str, *, summary: str, guarantee: str, objectives: tuple[str, ...] = ("throughput",),
-    exact: bool = False, source: str = "", options: tuple[Option, ...] = (),
-    anytime: bool = False, time_kind: str = "anytime",
-) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
-    """Decorator adding a solver function to the registry under ``name``."""
-    unknown = set(objectives) - set(OBJECTIVE_KINDS)
-    if unknown:
-        raise ValueError(f"method {name}: unknown objective kinds {sorted(unknown)}")
-    if time_kind not in DEFAULT_TIME_LIMITS:
-        raise ValueError(f"method {name}: time_kind must be one of {sorted(DEFAULT_TIME_LIMITS)}")
-    names = [o.name for o in options]
-    if len(set(names)) != len(names) or {"time_limit", "progress"} & set(names):
-        raise ValueError(f"method {name}: duplicate or reserved option names in {names}")
-
-    def decorate(func: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
-        if name in _METHODS and _METHODS[name].func is not func:
-            raise ValueError(f"method {name!r} is already registered")
-        _METHODS[name] = MethodInfo(
-            name=name, func=func, summary=summary, guarantee=guarantee,
-            objectives=objectives, exact=exact, source=source, options=tuple(options),
-            anytime=anytime, time_kind=time_kind,
-        )
-        return func
-
-    return decorate
-
-
-def _load_all() -> None:
-    from dnnpart.solvers import catalog
-
-    catalog.load_all()
+def _load(loader: Callable[[], Sequence[MethodInfo]]) -> None:
+    for info in loader():
+        _METHODS.setdefault(info.name, info)
 
 
 def available_methods() -> list[MethodInfo]:
-    """All registered methods, sorted by name.
+    """All built-in methods, sorted by name.
 
     Examples
     --------
     >>> "brute-force" in [m.name for m in available_methods()]
     True
     """
-    _load_all()
+    for loader in dict.fromkeys(BUILT_IN.values()):
+        _load(loader)
     return [_METHODS[k] for k in sorted(_METHODS)]
 
 
 def get_method(name: str) -> MethodInfo:
     """Look a method up by name; ``ValueError`` lists the valid names.
 
-    Imports only the module of a built-in method (start-up: :mod:`dnnpart.solvers.catalog`).
-    """
-    if name not in _METHODS:
-        from dnnpart.solvers import catalog
+    Imports only the module that declares it.
 
-        catalog.load(name)
-    if name not in _METHODS:
-        _load_all()
+    Examples
+    --------
+    >>> get_method("dpl").exact
+    False
+    >>> get_method("nope")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown method 'nope'; choose one of ['brute-force', ...]
+    """
+    if name not in _METHODS and name in BUILT_IN:
+        _load(BUILT_IN[name])
     try:
         return _METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose one of {sorted(_METHODS)}") from None
+        raise ValueError(f"unknown method {name!r}; choose one of {sorted(BUILT_IN)}") from None
 
 
-def signature_defaults(info: MethodInfo) -> dict[str, Any]:
-    """The keyword defaults of a method's function (what its schema must repeat)."""
-    params = inspect.signature(info.func).parameters.values()
-    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY
-            and p.name not in ("time_limit", "progress") and p.default is not inspect.Parameter.empty}
+def _method_plan(problem: Problem, name: str) -> Plan | None:
+    """The plan method ``name`` finds for ``problem`` (under the default objective when it does
+    not optimise the problem's), or ``None`` when it finds none or fails: a warm start is
+    optional, so its failure only means there is none."""
+    info = get_method(name)
+    if problem.objective.kind not in info.objectives:
+        problem = problem.with_objective(Objective())
+        if problem.objective.kind not in info.objectives:
+            return None
+    try:
+        result = solve(problem, name)
+    except Exception:  # see the docstring: any failure means no warm start
+        return None
+    return result.plan
+
+
+def _method_plans(info: MethodInfo, problem: Problem, options: dict[str, Any]) -> dict[str, Any]:
+    """Options declared ``method_plan`` whose text names a method, replaced by its plan."""
+    out = dict(options)
+    for opt in info.options:
+        value = out.get(opt.name)
+        if opt.method_plan and isinstance(value, str) and value in BUILT_IN and value != info.name:
+            out[opt.name] = _method_plan(problem, value)
+    return out
 
 
 def solve(
@@ -371,6 +267,7 @@ def solve(
     started = time.perf_counter()
     try:
         with interrupt.guard(watch):
+            checked = _method_plans(info, problem, checked)
             result = info.func(problem, time_limit=time_limit, progress=progress, **checked)
             reason = interrupt.stop_reason() or (interrupt.TIME_LIMIT if interrupt.time_limit_hit() else None)
     except (interrupt.Stopped, SystemError) as exc:
@@ -387,33 +284,3 @@ def solve(
     if time_limit is not None:
         result.stats.setdefault("time_limit_s", time_limit)
     return result
-
-
-class Stopwatch:
-    """Wall-clock helper for solvers: elapsed time and deadline checks.
-
-    ``expired()`` is also true once a stop was requested (Ctrl-C, or the time limit of the
-    enclosing :func:`solve` passed): see :mod:`dnnpart.interrupt`.
-    """
-
-    def __init__(self, time_limit: float | None = None) -> None:
-        self.started = time.perf_counter()
-        self.time_limit = time_limit
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-    def remaining(self) -> float | None:
-        """Seconds left (``None`` without a limit; 0 once stopped)."""
-        if interrupt.stop_requested():
-            return 0.0
-        return None if self.time_limit is None else max(0.0, self.time_limit - self.elapsed)
-
-    def expired(self) -> bool:
-        if interrupt.stop_requested():
-            return True
-        if self.time_limit is not None and self.elapsed >= self.time_limit:
-            interrupt.note_time_limit()
-            return True
-        return False

@@ -8,7 +8,7 @@ from typing import Any
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Problem
-from dnnpart.solvers.registry import Stopwatch
+from dnnpart.solvers.method import Stopwatch
 
 
 def result_from_plan(

@@ -2,7 +2,7 @@
 
 Both methods split the graph into contiguous parts, one per device, and minimise the largest
 device load (time per sample of a pipelined schedule). Training graphs are preprocessed as in
-appendix B (:mod:`dnnpart.solvers.dp.preprocess`); the DP then runs on the forward part, each
+appendix B (:mod:`dnnpart.graph.stage_graph`); the DP then runs on the forward part, each
 forward slice carrying its colocated backward nodes.
 
 Search space
@@ -84,6 +84,7 @@ import numpy.typing as npt
 from dnnpart._jit import not_compiled
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
+from dnnpart.graph.stage_graph import StageGraph, build_stage_graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.hierarchy import (
@@ -110,16 +111,13 @@ from dnnpart.solvers.dp.kernels import (
     dp_fill,
     ideal_sums,
 )
-from dnnpart.solvers.dp.preprocess import StageGraph, build_stage_graph
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
 __all__ = [
     "DEFAULT_MAX_IDEALS",
     "DpOutcome",
     "IdealLattice",
-    "StageGraph",
-    "build_stage_graph",
     "enumerate_stage_ideals",
     "linear_ideals",
     "run_dp",
@@ -543,30 +541,6 @@ def _space(problem: Problem, what: str) -> str:
     return what + (" (optimised in the PipeDream form)" if gpipe else "")
 
 
-@register(
-    "dp",
-    summary="dynamic program over ideals: optimal contiguous split minimising max device load",
-    guarantee="optimal contiguous split (pipeline order; forward and backward parts contiguous)",
-    objectives=("throughput",),
-    exact=True,
-    source="paper 1, section 5.1.1, 5.3 and appendices B, C",
-    options=(
-        Option("max_ideals", int, DEFAULT_MAX_IDEALS, "refuse lattices with more ideals", minimum=1),
-        Option("max_memory_bytes", int, DEFAULT_MAX_MEMORY_BYTES,
-               "refuse when the lattice and DP tables would need more memory", minimum=1),
-        Option("use_upper_bound", bool, True, "prune with DPL's value (exact either way)"),
-        Option("work_bound", bool, True,
-               "skip DP cells the work bound rules out below DPL's value (exact either way)"),
-        Option("threads", int, None, "threads filling the rows of large lattices (default: all "
-               "cores)", minimum=1),
-        Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
-        Option("peel", bool, True, "large lattices: first solve the graph without its light "
-               "side nodes, a lower bound, and extend (exact either way)"),
-        Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
-        Option("max_hierarchy_ideals", int, DEFAULT_MAX_HIERARCHY_IDEALS,
-               "hierarchical clusters: refuse lattices with more ideals", minimum=1),
-    ),
-)
 def solve_dp(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     max_ideals: int = DEFAULT_MAX_IDEALS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
@@ -583,7 +557,7 @@ def solve_dp(
     max_memory_bytes : refuse, before allocating, lattices whose enumeration and DP tables
         (bytes per ideal times ideals, bytes per cover edge times edges) would need more.
     merge_trivial : merge zero-time nodes into their only neighbour (paper 1's code does;
-        exact, see :func:`~dnnpart.solvers.dp.preprocess.build_stage_graph`).
+        exact, see :func:`~dnnpart.graph.stage_graph.build_stage_graph`).
     use_upper_bound : solve DPL first and prune with its value (exactness is unaffected;
         ``False`` gives the plain O(I^2) DP, for checks).
     work_bound : with the upper bound, also skip the DP cells whose ideal's work (or the work
@@ -685,6 +659,7 @@ def solve_dp(
         space += " (priced at the host link, not the hierarchy: not proven optimal)"
     return result_from_plan(problem, plan, method="dp", clock=clock, proven=proven, bound=bound,
                             search_space=_space(problem, space), **stats)
+
 
 
 #: Lattices from this many ideals first try the peeled relaxation (:mod:`.relax`).
@@ -867,18 +842,6 @@ def _solve_hierarchy(
                             search_space=_space(problem, space), **stats)
 
 
-@register(
-    "dpl",
-    summary="DP on a DFS linearization of the graph (n+1 ideals): fast, near-optimal",
-    guarantee="a contiguous split; not guaranteed optimal",
-    objectives=("throughput",),
-    exact=False,
-    source="paper 1, section 5.1.2",
-    options=(
-        Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
-        Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
-    ),
-)
 def solve_dpl(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     merge_trivial: bool = True, replication: bool = False, **options: Any,

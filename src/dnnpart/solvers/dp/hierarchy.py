@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.ideals import IdealLattice
-from dnnpart.solvers.dp.preprocess import StageGraph
-from dnnpart.solvers.registry import Progress, Stopwatch
+from dnnpart.solvers.method import Progress, Stopwatch
 
 #: Default cap on the ideals the hierarchy DP accepts.
 DEFAULT_MAX_HIERARCHY_IDEALS = 500
@@ -220,7 +220,8 @@ def run_hierarchy_dp_plain(
     --------
     >>> from dnnpart.devices import two_level_cluster
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
+    >>> from dnnpart.solvers.dp import enumerate_stage_ideals
     >>> c = two_level_cluster(n_groups=2, accelerators_per_group=1, memory_bytes=1e9,
     ...                       intra_bandwidth=100e9, inter_bandwidth=50e9)
     >>> p = Problem(graph=chain_graph(2, acc_time=3.0, cost=1.0), cluster=c)
@@ -389,7 +390,8 @@ def run_hierarchy_dp(
     --------
     >>> from dnnpart.devices import two_level_cluster
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
+    >>> from dnnpart.solvers.dp import enumerate_stage_ideals
     >>> c = two_level_cluster(n_groups=2, accelerators_per_group=1, memory_bytes=1e9,
     ...                       intra_bandwidth=100e9, inter_bandwidth=50e9)
     >>> p = Problem(graph=chain_graph(2, acc_time=3.0, cost=1.0), cluster=c)

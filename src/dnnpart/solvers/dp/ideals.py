@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from dnnpart._jit import not_compiled
 from dnnpart.errors import ProblemTooLargeError
+from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.solvers.dp.kernels import enumerate_lattice
-from dnnpart.solvers.dp.preprocess import StageGraph
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -104,7 +104,7 @@ def enumerate_stage_ideals(
     Examples
     --------
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
     >>> enumerate_stage_ideals(build_stage_graph(chain_graph(3))).n_ideals
     4
     """
@@ -164,7 +164,7 @@ def enumerate_small(
     Examples
     --------
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
     >>> s = build_stage_graph(chain_graph(3))
     >>> enumerate_small(3, s.pred_ptr, s.pred_idx, s.succ_ptr, s.succ_idx, 100, 100)[0]
     4

@@ -74,11 +74,11 @@ import numpy.typing as npt
 from dnnpart.evaluate import Evaluation, evaluate
 from dnnpart.graph.core import Graph
 from dnnpart.graph.scc import strong_components
+from dnnpart.graph.stage_graph import StageGraph, _csr
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.ideals import IdealLattice
 from dnnpart.solvers.dp.kernels import ideal_sums
-from dnnpart.solvers.dp.preprocess import StageGraph, _csr
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -122,7 +122,7 @@ def peel_set(stage: StageGraph, light: BoolArray, *, leaves: bool = True) -> tup
     (singly, never both ends of an edge).
 
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
     >>> sg = build_stage_graph(chain_graph(4))
     >>> [g.tolist() for g in peel_set(sg, np.array([True, False, False, True]))]
     [[0], [3]]
@@ -289,7 +289,7 @@ def reverse_stage(stage: StageGraph) -> StageGraph:
     ideals are ``stage``'s filters, the sets a split's last devices hold.
 
     >>> from dnnpart.testing import chain_graph
-    >>> from dnnpart.solvers.dp.preprocess import build_stage_graph
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
     >>> rev = reverse_stage(build_stage_graph(chain_graph(3)))
     >>> rev.succ_idx.tolist(), rev.stage_of.tolist()
     ([1, 2], [2, 1, 0])

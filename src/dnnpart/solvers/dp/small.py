@@ -40,9 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.core import Graph
+from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.solvers.dp.ideals import IdealLattice
 from dnnpart.solvers.dp.kernels import KIND_ACC, KIND_CPU, KIND_FEWER_ACC, KIND_FEWER_CPU
-from dnnpart.solvers.dp.preprocess import StageGraph
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -126,7 +126,8 @@ def fill_small(
     Examples
     --------
     >>> from dnnpart.testing import chain_problem
-    >>> from dnnpart.solvers.dp import build_stage_graph, enumerate_stage_ideals
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
+    >>> from dnnpart.solvers.dp import enumerate_stage_ideals
     >>> p = chain_problem([4, 1, 1, 4], n_accelerators=2)
     >>> sg = build_stage_graph(p.graph)
     >>> lat = enumerate_stage_ideals(sg)

@@ -14,7 +14,7 @@ from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendS
 from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import ANY, CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +85,15 @@ def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def _method_plan(problem: Problem, name: str) -> Plan | None:
-    from dnnpart.solvers.registry import available_methods, solve
+    """The plan of a warm-start method, or ``None`` when it has none or fails (a warm start is
+    optional: any failure just means none)."""
+    from dnnpart.baselines.greedy import solve_greedy
+    from dnnpart.solvers.dp import solve_dp, solve_dpl
 
-    if name not in {m.name for m in available_methods()}:
-        return None
+    method = {"greedy": solve_greedy, "dp": solve_dp, "dpl": solve_dpl}[name]
     try:
-        result = solve(problem, name)
-    except Exception as exc:  # a warm start is optional: any failure just means none
+        result = method(problem)
+    except Exception as exc:  # see the docstring
         log.debug("warm start %s failed: %s", name, exc)
         return None
     if result.plan is None or not evaluate(problem, result.plan).feasible:
@@ -100,16 +102,15 @@ def _method_plan(problem: Problem, name: str) -> Plan | None:
 
 
 def _warm_candidates(problem: Problem, warm: Any) -> list[Plan]:
+    """Warm-start plans: ``warm`` itself (a plan; a method name was turned into its plan by
+    :func:`~dnnpart.solvers.registry.solve`), none, or with ``"auto"`` DPL's (latency: the
+    greedy filling's and the DP's and DPL's throughput plans)."""
     if isinstance(warm, Plan):
         return [warm]
-    if warm == "none":
+    if warm is None or warm == "none":
         return []
     if warm != "auto":
-        if not isinstance(warm, str):
-            raise ValueError(f"warm_start must be 'auto', 'none', a method name or a Plan, got {warm!r}")
-        plan = _method_plan(problem if problem.objective.kind != LATENCY
-                            else problem.with_objective(Objective()), warm)
-        return [] if plan is None else [plan]
+        raise ValueError(f"warm_start must be 'auto', 'none', a method name or a Plan, got {warm!r}")
     if problem.objective.kind == LATENCY:
         plans = [_method_plan(problem, "greedy"),
                  _method_plan(problem.with_objective(Objective()), "dp"),
@@ -417,7 +418,8 @@ _IP_OPTIONS = (
     Option("gap", float, 0.01, "relative gap to stop at", minimum=0.0, maximum=0.999),
     Option("threads", int, None, "solver threads (default: the backend's)", minimum=1, maximum=1024),
     Option("seed", int, 0, "solver random seed", minimum=0, maximum=2**31 - 1),
-    Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan"),
+    Option("warm_start", object, "auto", "auto, none, a method name, or (API) a Plan",
+           method_plan=True),
     Option("contiguous_cpus", bool, True, "CPU parts contiguous too"),
     Option("symmetry", bool, True, "break symmetry between identical devices"),
     Option("subgraphs_per_device", int, None, "latency: up to Q subgraphs per accelerator",
@@ -431,18 +433,6 @@ _IP_OPTIONS = (
 )
 
 
-@register(
-    "ip",
-    summary="integer program (CP-SAT or HiGHS): optimal contiguous split with a certified bound "
-            "(latency: subgraphs_per_device=q allows q subgraphs per accelerator)",
-    guarantee="optimal contiguous split within the gap setting (default 1%); bound always valid",
-    objectives=("throughput", "latency"),
-    exact=True,
-    source="paper 1, sections 4, 4.2, 5.1.3, 5.3 (Figs. 3, 6), Lemma 4.1",
-    options=_IP_OPTIONS,
-    anytime=True,
-    time_kind="integer-program",
-)
 def solve_ip(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     **options: Any,
@@ -460,17 +450,21 @@ def solve_ip(
                 options=options)
 
 
-@register(
-    "ip-noncontig",
-    summary="integer program (CP-SAT or HiGHS) over all splits, non-contiguous included",
-    guarantee="optimal split within the gap setting (default 1%); bound always valid",
-    objectives=("throughput",),
+IP = MethodInfo(
+    name="ip", func=solve_ip,
+    summary="integer program (CP-SAT or HiGHS): optimal contiguous split with a certified bound "
+            "(latency: subgraphs_per_device=q allows q subgraphs per accelerator)",
+    guarantee="optimal contiguous split within the gap setting (default 1%); bound always valid",
+    objectives=("throughput", "latency"),
     exact=True,
-    source="paper 1, section 5.2 (Fig. 6 without contiguity)",
+    source="paper 1, sections 4, 4.2, 5.1.3, 5.3 (Figs. 3, 6), Lemma 4.1",
     options=_IP_OPTIONS,
     anytime=True,
     time_kind="integer-program",
+    space=CONTIGUOUS,
 )
+
+
 def solve_ip_noncontig(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     **options: Any,
@@ -486,3 +480,20 @@ def solve_ip_noncontig(
     """
     return _run(problem, method="ip-noncontig", contiguous=False, time_limit=time_limit,
                 progress=progress, options=options)
+
+
+IP_NONCONTIG = MethodInfo(
+    name="ip-noncontig", func=solve_ip_noncontig,
+    summary="integer program (CP-SAT or HiGHS) over all splits, non-contiguous included",
+    guarantee="optimal split within the gap setting (default 1%); bound always valid",
+    objectives=("throughput",),
+    exact=True,
+    source="paper 1, section 5.2 (Fig. 6 without contiguity)",
+    options=_IP_OPTIONS,
+    anytime=True,
+    time_kind="integer-program",
+    space=ANY,
+)
+
+
+METHODS = (IP, IP_NONCONTIG)

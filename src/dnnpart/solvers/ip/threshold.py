@@ -40,7 +40,7 @@ from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.solvers.ip.backend import BackendSettings
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput, group_loads
-from dnnpart.solvers.registry import Stopwatch
+from dnnpart.solvers.method import Stopwatch
 
 #: Relative improvement below which a plan does not count as better (float noise).
 _TIE = 1e-9

@@ -23,7 +23,7 @@ from typing import Any
 
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import ITERATION, Problem
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
+from dnnpart.solvers.method import LAYERWISE, MethodInfo, Option, Progress, Stopwatch
 
 __all__ = ["solve_data_parallel", "solve_dfs", "solve_model_parallel", "solve_optcnn", "solve_owt"]
 
@@ -61,14 +61,6 @@ def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int],
                        wall_time_s=time.perf_counter() - started, search_space=_SPACE, stats=stats)
 
 
-@register(
-    "optcnn",
-    summary="layer-wise parallelism: node/edge elimination (Alg. 1), exact completion, undo",
-    guarantee="optimal t_O (Eq. 1) over the layer-wise configuration space",
-    objectives=(ITERATION,), exact=True, source=SOURCE + ", Alg. 1",
-    options=(Option("enum_limit", int, 1 << 20, "final-graph strategies enumerated at once; beyond "
-                    "that, exact conditioning", minimum=0),),
-)
 def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
                  enum_limit: int = 1 << 20, **options: Any) -> SolveResult:
     """Algorithm 1 on the problem's cost tables; ``stats["final_nodes"]`` is K.
@@ -98,6 +90,19 @@ def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progre
              "conditioned": found.conditioned, "table_time_s": table_s,
              "search_time_s": time.perf_counter() - t0}
     return _result(problem, "optcnn", tables, found.strategy, found.value, Status.OPTIMAL, started, stats)
+
+
+OPTCNN = MethodInfo(
+    name="optcnn", func=solve_optcnn,
+    summary="layer-wise parallelism: node/edge elimination (Alg. 1), exact completion, undo",
+    guarantee="optimal t_O (Eq. 1) over the layer-wise configuration space",
+    objectives=(ITERATION,),
+    exact=True,
+    source=SOURCE + ", Alg. 1",
+    options=(Option("enum_limit", int, 1 << 20, "final-graph strategies enumerated at once; beyond "
+                    "that, exact conditioning", minimum=0),),
+    space=LAYERWISE,
+)
 
 
 def _baseline(name: str, pick: Callable[[Any], tuple[int, ...]]) -> Callable[..., SolveResult]:
@@ -135,29 +140,29 @@ def _owt(tables: Any) -> tuple[int, ...]:
     return owt(tables)
 
 
-solve_data_parallel = register(
-    "data-parallel", summary="every layer split in the sample dimension over all devices",
+solve_data_parallel = _baseline("data-parallel", _data)
+solve_model_parallel = _baseline("model-parallel", _model)
+solve_owt = _baseline("owt", _owt)
+DATA_PARALLEL = MethodInfo(
+    name="data-parallel", func=solve_data_parallel,
+    summary="every layer split in the sample dimension over all devices",
     guarantee="heuristic (paper 3 baseline)", objectives=(ITERATION,), source=SOURCE + ", §6",
-)(_baseline("data-parallel", _data))
-solve_model_parallel = register(
-    "model-parallel", summary="every layer split in the channel dimension over all devices",
-    guarantee="heuristic (paper 3 baseline)", objectives=(ITERATION,), source=SOURCE + ", §6",
-)(_baseline("model-parallel", _model))
-solve_owt = register(
-    "owt", summary="one weird trick: data parallel convolutions, model parallel FC layers",
-    guarantee="heuristic (paper 3 baseline)", objectives=(ITERATION,), source=SOURCE + ", §6",
-)(_baseline("owt", _owt))
-
-
-@register(
-    "optcnn-dfs",
-    summary="depth-first search over every layer-wise strategy (paper 3's Table 3 baseline)",
-    guarantee="optimal t_O (Eq. 1) when it finishes within the time limit",
-    objectives=(ITERATION,), exact=True, source=SOURCE + ", Table 3",
-    options=(Option("prune", bool, False, "cut a branch once its partial t_O reaches the incumbent "
-                    "(still exact)"),),
-    anytime=True,
+    space=LAYERWISE,
 )
+MODEL_PARALLEL = MethodInfo(
+    name="model-parallel", func=solve_model_parallel,
+    summary="every layer split in the channel dimension over all devices",
+    guarantee="heuristic (paper 3 baseline)", objectives=(ITERATION,), source=SOURCE + ", §6",
+    space=LAYERWISE,
+)
+OWT = MethodInfo(
+    name="owt", func=solve_owt,
+    summary="one weird trick: data parallel convolutions, model parallel FC layers",
+    guarantee="heuristic (paper 3 baseline)", objectives=(ITERATION,), source=SOURCE + ", §6",
+    space=LAYERWISE,
+)
+
+
 def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
               prune: bool = False, **options: Any) -> SolveResult:
     """Exhaustive DFS (``prune=True`` cuts branches at the incumbent, still exact).
@@ -194,3 +199,20 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
 
         stats["stopped"] = interrupt.stop_reason() or interrupt.TIME_LIMIT
     return _result(problem, "optcnn-dfs", tables, found.strategy, found.value, status, started, stats)
+
+
+OPTCNN_DFS = MethodInfo(
+    name="optcnn-dfs", func=solve_dfs,
+    summary="depth-first search over every layer-wise strategy (paper 3's Table 3 baseline)",
+    guarantee="optimal t_O (Eq. 1) when it finishes within the time limit",
+    objectives=(ITERATION,),
+    exact=True,
+    source=SOURCE + ", Table 3",
+    options=(Option("prune", bool, False, "cut a branch once its partial t_O reaches the incumbent "
+                    "(still exact)"),),
+    anytime=True,
+    space=LAYERWISE,
+)
+
+
+METHODS = (OPTCNN, DATA_PARALLEL, MODEL_PARALLEL, OWT, OPTCNN_DFS)

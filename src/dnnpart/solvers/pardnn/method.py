@@ -13,9 +13,7 @@ accelerator's peak is within ``memory_fraction`` of its memory, else runs heuris
 makespan for balanced memory -- on ``zoo:resnet18-training`` over 16 V100s it turns the
 bound-matching 1.79 into 1.90 -- so it runs only when asked, as the paper advises.)
 
-The methods register only where the ``makespan`` objective exists (it comes with the op-level
-emulator of ``dnnpart.simulate``, issue 15); until then this module defines them and the
-registry does not list them. Heuristic I runs step 1 without heuristic II, then the overflow
+Heuristic I runs step 1 without heuristic II, then the overflow
 handler with caps ``memory_fraction`` x each accelerator's memory, against
 ``dnnpart.simulate.emulate_ops``.
 
@@ -36,14 +34,14 @@ glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dnnpart.graph import Graph
 from dnnpart.plan import Plan, SolveResult
-from dnnpart.problem import OBJECTIVE_KINDS, Problem
+from dnnpart.problem import MAKESPAN, Problem
+from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices
 from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
 from dnnpart.solvers.pardnn.levels import critical_path_length
@@ -51,7 +49,6 @@ from dnnpart.solvers.pardnn.memory_balance import CP_SPLIT_THRESHOLD, node_memor
 from dnnpart.solvers.pardnn.overflow import MEMORY_FRACTION, heuristic_one
 from dnnpart.solvers.pardnn.portfolio import LC_SLICING_MAX_NODES, REFINE_EVALS, REFINE_WORK
 from dnnpart.solvers.pardnn.solver import pardnn
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 
@@ -99,23 +96,6 @@ def makespan_bound(problem: Problem) -> float:
     return max(critical_path_length(fastest, with_comm=False), float(times.sum()) / cluster.n_devices)
 
 
-#: Whether the ``makespan`` objective (and with it the emulator) is available.
-MAKESPAN_AVAILABLE = "makespan" in OBJECTIVE_KINDS
-
-
-def registered(
-    name: str, **kwargs: Any
-) -> Callable[[Callable[..., SolveResult]], Callable[..., SolveResult]]:
-    """``register(name, ...)`` where the makespan objective exists, else a no-op decorator."""
-    if MAKESPAN_AVAILABLE:
-        return register(name, objectives=("makespan",), **kwargs)
-
-    def keep(func: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
-        return func
-
-    return keep
-
-
 def _emulator(problem: Problem, lay: Layout):  # type: ignore[no-untyped-def]
     from dnnpart.simulate import emulate_ops
 
@@ -146,30 +126,6 @@ def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
     return fixed_devices(graph, lay.kinds)
 
 
-@registered(
-    "pardnn",
-    summary="PARDNN: slicing into K heaviest paths, LFLAM mapping, memory heuristic I or II",
-    guarantee="heuristic; with memory_heuristic=1 success means every emulated peak fits "
-              "memory_fraction of its device",
-    source="paper 2 (Qararyah et al. 2021), §3–4",
-    options=(
-        Option("memory_heuristic", str, "auto", "memory step: auto (I when needed), none, 1 or 2",
-               choices=("auto", "none", "1", "2")),
-        Option("memory_fraction", float, MEMORY_FRACTION, "share of each device's memory to fill",
-               minimum=1e-9, maximum=1.0),
-        Option("cp_split_threshold", float, CP_SPLIT_THRESHOLD,
-               "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
-        Option("cp_guard", bool, True, "keep the CP heuristic's placement where it emulates "
-               "faster than step 1 (ours, not the paper's)"),
-        Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
-               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
-        Option("glb_mapping", bool, True, "also try Alg. 1's slicing mapped by GLB (EST-first) "
-               "instead of LFLAM (ours, not the paper's)"),
-        Option("refine_evals", int, None, "emulations for the critical-chain refinement of step 1 "
-               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes; 0: no "
-               "refinement; ours, not the paper's)", minimum=0),
-    ),
-)
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     memory_heuristic: str | int = "auto", memory_fraction: float = MEMORY_FRACTION,
@@ -241,3 +197,34 @@ def solve_pardnn(
     plan = Plan(assignment=lay.to_global[device].astype(np.int32))
     return result_from_plan(problem, plan, method="pardnn", clock=clock, proven=False,
                             bound=makespan_bound(problem), search_space="placements", **stats)
+
+
+PARDNN = MethodInfo(
+    name="pardnn", func=solve_pardnn,
+    objectives=(MAKESPAN,),
+    summary="PARDNN: slicing into K heaviest paths, LFLAM mapping, memory heuristic I or II",
+    guarantee="heuristic; with memory_heuristic=1 success means every emulated peak fits "
+              "memory_fraction of its device",
+    source="paper 2 (Qararyah et al. 2021), §3–4",
+    options=(
+        Option("memory_heuristic", str, "auto", "memory step: auto (I when needed), none, 1 or 2",
+               choices=("auto", "none", "1", "2")),
+        Option("memory_fraction", float, MEMORY_FRACTION, "share of each device's memory to fill",
+               minimum=1e-9, maximum=1.0),
+        Option("cp_split_threshold", float, CP_SPLIT_THRESHOLD,
+               "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
+        Option("cp_guard", bool, True, "keep the CP heuristic's placement where it emulates "
+               "faster than step 1 (ours, not the paper's)"),
+        Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
+               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
+        Option("glb_mapping", bool, True, "also try Alg. 1's slicing mapped by GLB (EST-first) "
+               "instead of LFLAM (ours, not the paper's)"),
+        Option("refine_evals", int, None, "emulations for the critical-chain refinement of step 1 "
+               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes; 0: no "
+               "refinement; ours, not the paper's)", minimum=0),
+    ),
+    space=ANY,
+)
+
+
+METHODS = (PARDNN,)

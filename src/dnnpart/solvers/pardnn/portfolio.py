@@ -90,7 +90,7 @@ def step_one_portfolio(
 
     candidates: list[tuple[str, IntArray]] = [("pardnn", device)]
     if lc_slicing and costs.n <= LC_SLICING_MAX_NODES and k > 1:
-        from dnnpart.baselines.linear_clustering import linear_clusters
+        from dnnpart.solvers.pardnn.baselines.linear_clustering import linear_clusters
         from dnnpart.solvers.pardnn.mapping import lflam
 
         free = fixed < 0
@@ -98,14 +98,14 @@ def step_one_portfolio(
         d2, _ = lflam(costs, Slicing(cluster=cl, cl_ptr=ptr, cl_nodes=nodes, k=k), fixed)
         candidates.append(("pardnn-lc-slicing", constrained(d2)))
     if glb_mapping and k > 1:
-        from dnnpart.baselines.linear_clustering import glb_est_first
+        from dnnpart.solvers.pardnn.baselines.linear_clustering import glb_est_first
         from dnnpart.solvers.pardnn.slicing import slice_graph
 
         sl = slicing if slicing is not None else slice_graph(costs, k, fixed < 0)
         d3 = glb_est_first(costs, sl.cluster, sl.cl_ptr, sl.cl_nodes, k)
         candidates.append(("pardnn-slicing-glb", constrained(d3)))
     if cp_guard and k > 1:
-        from dnnpart.baselines.cp_heuristic import cp_heuristic
+        from dnnpart.solvers.pardnn.baselines.cp_heuristic import cp_heuristic
 
         candidates.append(("cp-heuristic", constrained(cp_heuristic(costs, k))))
 

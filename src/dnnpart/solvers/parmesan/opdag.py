@@ -3,7 +3,7 @@
 **Atomic ops.** Parmesan's DAG has one node per operator whose ``c_u`` covers forward *and*
 backward execution (Eq. 1). A dnnpart training graph holds backward ops as nodes of their own,
 so the atomic ops are the nodes of paper 1's contracted forward DAG
-(:func:`dnnpart.solvers.dp.preprocess.build_stage_graph`: a forward op together with the
+(:func:`dnnpart.graph.stage_graph.build_stage_graph`: a forward op together with the
 backward ops of its colocation class); on a forward-only graph they are the ops themselves.
 Its edges carry the structure (fronted subgraphs = ideals of this DAG); every original edge
 between two different atomic ops is a *communication edge* with its time ``edge_cost`` (Eq. 3's
@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.core import Graph
-from dnnpart.solvers.dp.preprocess import build_stage_graph
+from dnnpart.graph.stage_graph import build_stage_graph
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -50,9 +50,11 @@ import numpy as np
 
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
+from dnnpart.graph.branching import contract_branches
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import PIPELINE, Problem
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
+from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
 from dnnpart.solvers.parmesan.cost import max_stage_time
 from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, atomic_dag
@@ -61,7 +63,6 @@ from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipelin
 from dnnpart.solvers.parmesan.refinement import refine
 from dnnpart.solvers.parmesan.search import DEFAULT_EPS, map_stages
 from dnnpart.solvers.parmesan.stages import PipelineStages, Topology
-from dnnpart.solvers.registry import Option, Progress, Stopwatch, register
 from dnnpart.solvers.result import result_from_plan
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
@@ -360,10 +361,9 @@ def _layer_partition(problem: Problem, s_n: int, n_dev: int, r_n: int, mem: Memo
                      max_ideals: int) -> Phase1Result | None:
     """PipeDream's layer-path partition (the ``pipedream`` method's, with its path fallback),
     or ``None`` when it has none."""
-    from dnnpart.baselines.pipedream import pipedream_problem
-
-    contracted, _ = pipedream_problem(problem)
-    layer = partition_ops(contracted.graph, s_n, n_dev, replicas=r_n, k=None, memory=mem,
+    limit = float(problem.cluster.memory_capacity().min())
+    contracted, _ = contract_branches(problem.graph, memory_limit=limit)
+    layer = partition_ops(contracted, s_n, n_dev, replicas=r_n, k=None, memory=mem,
                           refine_steps=0, max_ideals=max_ideals, too_large="chain")
     return None if layer.stage_of is None or layer.replicas is None else layer
 
@@ -432,14 +432,6 @@ _GUARANTEE = ("heuristic partition (clustering + exact DP + refinement); mapping
               "Eq. 5 within eps when it finishes (bound and gap in stats)")
 
 
-@register(
-    "parmesan",
-    summary="Parmesan: op-level pipeline partition (clustering, DP, refinement) + optimal "
-            "stage-to-device mapping on the topology",
-    guarantee=_GUARANTEE, objectives=(PIPELINE,),
-    source="paper 4 (Parmesan), Secs. 4-5",
-    options=pipeline_options(clustering=True, refinement=True, seed_option=True), anytime=True,
-)
 def solve_parmesan(problem: Problem, /, *, time_limit: float | None = None,
                    progress: Progress | None = None, **options: Any) -> SolveResult:
     """Parmesan on ``problem`` (objective ``pipeline``); options in the module docstring.
@@ -458,14 +450,19 @@ def solve_parmesan(problem: Problem, /, *, time_limit: float | None = None,
                         search_space=_SPACE, **options)
 
 
-@register(
-    "parmesan-noclust",
-    summary="Parmesan without clustering: exact DP over all atomic ops (small graphs), "
-            "refinement, mapping",
-    guarantee="ablation; partition exact for Eq. 3 before refinement (lattice guard applies)",
-    objectives=(PIPELINE,), source="paper 4, ablation",
-    options=pipeline_options(clustering=False, refinement=True, seed_option=False), anytime=True,
+PARMESAN = MethodInfo(
+    name="parmesan", func=solve_parmesan,
+    summary="Parmesan: op-level pipeline partition (clustering, DP, refinement) + optimal "
+            "stage-to-device mapping on the topology",
+    guarantee=_GUARANTEE,
+    objectives=(PIPELINE,),
+    source="paper 4 (Parmesan), Secs. 4-5",
+    options=pipeline_options(clustering=True, refinement=True, seed_option=True),
+    anytime=True,
+    space=CONTIGUOUS,
 )
+
+
 def solve_parmesan_noclust(problem: Problem, /, *, time_limit: float | None = None,
                            progress: Progress | None = None, **options: Any) -> SolveResult:
     """``parmesan`` with ``k=None``."""
@@ -475,13 +472,19 @@ def solve_parmesan_noclust(problem: Problem, /, *, time_limit: float | None = No
                         progress=progress, k=None, search_space=_SPACE, **options)
 
 
-@register(
-    "parmesan-norefine",
-    summary="Parmesan without refinement: clustering + DP, then mapping",
-    guarantee="ablation; heuristic partition, mapping as parmesan",
-    objectives=(PIPELINE,), source="paper 4, ablation",
-    options=pipeline_options(clustering=True, refinement=False, seed_option=False), anytime=True,
+PARMESAN_NOCLUST = MethodInfo(
+    name="parmesan-noclust", func=solve_parmesan_noclust,
+    summary="Parmesan without clustering: exact DP over all atomic ops (small graphs), "
+            "refinement, mapping",
+    guarantee="ablation; partition exact for Eq. 3 before refinement (lattice guard applies)",
+    objectives=(PIPELINE,),
+    source="paper 4, ablation",
+    options=pipeline_options(clustering=False, refinement=True, seed_option=False),
+    anytime=True,
+    space=CONTIGUOUS,
 )
+
+
 def solve_parmesan_norefine(problem: Problem, /, *, time_limit: float | None = None,
                             progress: Progress | None = None, **options: Any) -> SolveResult:
     """``parmesan`` with ``refine_steps=0``."""
@@ -489,3 +492,18 @@ def solve_parmesan_norefine(problem: Problem, /, *, time_limit: float | None = N
         raise ValueError("parmesan-norefine: unknown option(s) ['refine_steps'] (it never refines)")
     return run_parmesan(problem, method="parmesan-norefine", time_limit=time_limit,
                         progress=progress, refine_steps=0, search_space=_SPACE, **options)
+
+
+PARMESAN_NOREFINE = MethodInfo(
+    name="parmesan-norefine", func=solve_parmesan_norefine,
+    summary="Parmesan without refinement: clustering + DP, then mapping",
+    guarantee="ablation; heuristic partition, mapping as parmesan",
+    objectives=(PIPELINE,),
+    source="paper 4, ablation",
+    options=pipeline_options(clustering=True, refinement=False, seed_option=False),
+    anytime=True,
+    space=CONTIGUOUS,
+)
+
+
+METHODS = (PARMESAN, PARMESAN_NOCLUST, PARMESAN_NOREFINE)

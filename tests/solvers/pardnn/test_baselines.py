@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart.baselines.cp_heuristic import cp_heuristic
-from dnnpart.baselines.linear_clustering import linear_clustering, linear_clusters
-from dnnpart.baselines.round_robin import round_robin
+from dnnpart.solvers.pardnn.baselines.cp_heuristic import cp_heuristic
+from dnnpart.solvers.pardnn.baselines.linear_clustering import linear_clustering, linear_clusters
+from dnnpart.solvers.pardnn.baselines.round_robin import round_robin
 from dnnpart.solvers.pardnn.bound import makespan_lower_bound
 from dnnpart.solvers.pardnn.levels import levels
 from dnnpart.solvers.pardnn.oracles import all_paths, edge_map, is_path, path_weight, random_costs

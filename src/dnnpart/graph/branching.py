@@ -13,8 +13,13 @@ Kept apart from the solver so that it is tested on its own.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
+
+from dnnpart.graph.core import Graph
+from dnnpart.graph.stage_graph import build_stage_graph
 
 IntArray = npt.NDArray[np.int64]
 
@@ -135,3 +140,37 @@ def branch_region_labels(
         if a != b:
             parent[b] = a
     return np.array([find(v) for v in range(n_nodes)], dtype=np.int64)
+
+
+def contract_branches(graph: Graph, *, memory_limit: float,
+                      ignore_inputs: bool = True) -> tuple[Graph, int]:
+    """``graph`` with every branching region made one colocation class: PipeDream's path.
+
+    On the contracted forward DAG of :func:`~dnnpart.graph.stage_graph.build_stage_graph`
+    (zero-time nodes with one neighbour merged into it), the tails of every biconnected
+    component with a cycle become one class. With ``ignore_inputs`` the edges out of
+    *fan-out* nodes (no time, at most one input, several consumers: inputs and broadcasts of
+    one tensor) are left out of the search, as PipeDream's profiler does not see them as
+    layers. Returns the recoloured graph and the number of forward stage nodes left.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> g, n_left = contract_branches(chain_graph(3), memory_limit=1e9)
+    >>> n_left
+    3
+    """
+    stage = build_stage_graph(graph, merge_trivial=True, memory_limit=memory_limit)
+    m = stage.n_stage_nodes
+    src = np.repeat(np.arange(m, dtype=np.int64), np.diff(stage.succ_ptr))
+    dst = stage.succ_idx.astype(np.int64)
+    ignore = None
+    if ignore_inputs:
+        busy = np.any(graph.compute_time > 0, axis=1).astype(np.float64)
+        idle = np.bincount(stage.stage_of, weights=busy, minlength=m) == 0
+        ignore = idle & (np.diff(stage.pred_ptr) <= 1) & (np.diff(stage.succ_ptr) >= 2)
+    labels = branch_region_labels(m, src, dst, ignore_sources=ignore)
+    color = labels[stage.stage_of]
+    recoloured = dataclasses.replace(graph, color_class=color.astype(graph.color_class.dtype))
+    return recoloured, int(np.unique(labels).size)
+

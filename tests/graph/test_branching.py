@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dnnpart.baselines.branching import biconnected_edge_components, branch_region_labels
+from dnnpart.graph.branching import biconnected_edge_components, branch_region_labels
 
 
 def _random_dag(seed: int) -> tuple[int, np.ndarray, np.ndarray]:
