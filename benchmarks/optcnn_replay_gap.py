@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dnnpart.layerwise.hardware import P100, paper_bandwidth
+from dnnpart.layerwise.models import build_model
+from dnnpart.layerwise.strategy import strategy_configs, strategy_time
+from dnnpart.layerwise.tables import build_tables
 from dnnpart.simulate.layerwise import build_replay_tasks, schedule_tasks, serialised
-from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-from dnnpart.solvers.optcnn.models import build_model
 from dnnpart.solvers.optcnn.search import optimize_tables
-from dnnpart.solvers.optcnn.strategy import strategy_configs, strategy_time
-from dnnpart.solvers.optcnn.tables import build_tables
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -180,7 +180,7 @@ def test_method_conforms(method: str, set_name: str, index: int) -> None:
 def _iteration_optimum(index: int) -> float:
     """Eq. 1 brute force over every strategy of the layer-wise configuration space."""
     from dnnpart.evaluate.iteration import iteration_setting
-    from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
+    from dnnpart.layerwise.tables import build_tables, iteration_time
 
     problem = PROBLEM_SETS["iteration"][index]
     layers, device, bw = iteration_setting(problem)

@@ -15,7 +15,7 @@ MAKESPAN = "makespan"
 #: (:func:`dnnpart.simulate.simulate_pipeline`); Eq. 5's max stage time is reported beside it.
 PIPELINE = "pipeline"
 #: Paper 3: time of one training iteration of a layer-wise parallel strategy (Eq. 1, t_O),
-#: per-GPU batch ``batch``, device roofline of the preset ``device``.
+#: per-GPU batch ``batch``, priced by the roofline the cluster's devices carry.
 ITERATION = "iteration"
 OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE, ITERATION)
 #: Pipeline schedules of the ``pipeline`` objective.
@@ -46,10 +46,9 @@ class Objective:
     schedule: str = "gpipe"
     microbatches: int = 4
     recompute: bool = False
-    #: ``iteration`` only: samples per device (global batch = ``batch`` x devices) and the
-    #: device preset whose roofline prices the tiles (the CLI takes it from ``--cluster``).
+    #: ``iteration`` only: samples per device (global batch = ``batch`` x devices); the tiles
+    #: are priced by the cluster's devices (:attr:`~dnnpart.devices.cluster.Device.spec`).
     batch: int = 32
-    device: str = "P100"
 
     def __post_init__(self) -> None:
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
@@ -73,7 +72,7 @@ class Objective:
         if self.kind == MAKESPAN:
             return "makespan (op-level emulation)"
         if self.kind == ITERATION:
-            return f"time per training iteration (Eq. 1, batch {self.batch} per device, {self.device})"
+            return f"time per training iteration (Eq. 1, batch {self.batch} per device)"
         if self.kind == PIPELINE:
             return (f"pipeline time per sample ({self.schedule}, {self.microbatches} micro-batches"
                     + (", recomputation)" if self.recompute else ")"))

@@ -17,13 +17,13 @@ from dnnpart.cli.main import main  # noqa: E402
 from dnnpart.cost import resolve_cluster  # noqa: E402
 from dnnpart.errors import FormatError, MissingDependencyError  # noqa: E402
 from dnnpart.frontends.export_import import export_graph_module, export_ir  # noqa: E402
-from dnnpart.frontends.layer_graphs import graph_from_layers, layers_from_attrs  # noqa: E402
 from dnnpart.frontends.module_layers import layers_from_ir, model_layer_graph  # noqa: E402
 from dnnpart.frontends.sources import ModelOptions  # noqa: E402
 from dnnpart.io import load_problem  # noqa: E402
+from dnnpart.layerwise.graphs import graph_from_layers, layers_from_attrs  # noqa: E402
+from dnnpart.layerwise.layers import LayerGraph  # noqa: E402
 from dnnpart.problem import Objective  # noqa: E402
 from dnnpart.solvers import solve  # noqa: E402
-from dnnpart.solvers.optcnn.layers import LayerGraph  # noqa: E402
 
 LEAVES = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Linear)
 
@@ -244,7 +244,7 @@ def test_hf_vision_model_through_the_loader() -> None:
     pytest.importorskip("transformers")
     cluster = resolve_cluster("2xP100").cluster
     spec = "hf:resnet:embedding_size=8,hidden_sizes=[8,16],depths=[1,1],num_labels=5"
-    p = load_problem(spec, cluster=cluster, objective=Objective(kind="iteration", batch=4, device="P100"),
+    p = load_problem(spec, cluster=cluster, objective=Objective(kind="iteration", batch=4),
                      model=ModelOptions(input_shapes=((1, 3, 32, 32),)))
     r = solve(p, "optcnn")
     assert r.plan is not None and r.stats["final_nodes"] == 2
@@ -264,7 +264,7 @@ def test_traced_resnet50_matches_builtin_resnet50() -> None:
     from dataclasses import replace
 
     from dnnpart.frontends.models import resnet50
-    from dnnpart.solvers.optcnn.models import resnet50 as builtin
+    from dnnpart.layerwise.models import resnet50 as builtin
 
     traced = check_against_torch(resnet50(), (1, 3, 224, 224)).with_batch(32)
     ref = builtin(32)
@@ -290,7 +290,7 @@ def test_traced_resnet50_matches_builtin_resnet50() -> None:
         swapped.append(replace(x, params=t.params, stride=t.stride))
     assert extra == sum(x.out_shape[1] for x in ref.layers if x.op == "conv")
     cluster = resolve_cluster("4xP100").cluster
-    objective = Objective(kind="iteration", batch=32, device="P100")
+    objective = Objective(kind="iteration", batch=32)
 
     def t_o(g: LayerGraph) -> float:
         from dnnpart.problem import Problem
@@ -310,7 +310,7 @@ def test_strategy_of_an_imported_model_exports_and_reimports(tmp_path: Path) -> 
     def load() -> Any:
         return load_problem("module:dnnpart.frontends.models:shared_relu_resnet",
                             cluster=resolve_cluster("4xP100").cluster,
-                            objective=Objective(kind="iteration", batch=8, device="P100"),
+                            objective=Objective(kind="iteration", batch=8),
                             model=ModelOptions(input_shapes=((1, 3, 16, 16),)))
 
     p = load()

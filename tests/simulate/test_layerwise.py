@@ -5,6 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dnnpart.layerwise.configs import config_space
+from dnnpart.layerwise.hardware import P100, paper_bandwidth, two_level_bandwidth
+from dnnpart.layerwise.layers import LayerGraph
+from dnnpart.layerwise.models import build_model
+from dnnpart.layerwise.strategy import strategy_bytes, strategy_configs, strategy_time
+from dnnpart.layerwise.tables import build_tables, communication_bytes, iteration_time
 from dnnpart.plan import LayerConfig
 from dnnpart.simulate.layerwise import (
     SYNC_MODES,
@@ -13,13 +19,7 @@ from dnnpart.simulate.layerwise import (
     replay_strategy,
     schedule_tasks,
 )
-from dnnpart.solvers.optcnn.configs import config_space
-from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth, two_level_bandwidth
-from dnnpart.solvers.optcnn.layers import LayerGraph
-from dnnpart.solvers.optcnn.models import build_model
 from dnnpart.solvers.optcnn.search import optimize_tables
-from dnnpart.solvers.optcnn.strategy import strategy_bytes, strategy_configs, strategy_time
-from dnnpart.solvers.optcnn.tables import build_tables, communication_bytes, iteration_time
 from dnnpart.testing.layer_problems import random_layer_graph
 
 
@@ -105,7 +105,7 @@ def test_replay_random_strategies_twin_and_bytes() -> None:
         idx = [ones.spaces[i].index(c.degrees) for i, c in enumerate(configs)]
         if all(c.devices == tuple(range(c.tiles)) for c in configs):
             assert r.moved_bytes == pytest.approx(communication_bytes(ones, idx), rel=1e-12)
-        assert r.moved_bytes == pytest.approx(strategy_bytes(g, configs, d), rel=1e-12, abs=1e-9)
+        assert r.moved_bytes == pytest.approx(strategy_bytes(g, configs, P100, bw), rel=1e-12, abs=1e-9)
 
 
 def test_single_device_chain_replays_to_t_o() -> None:

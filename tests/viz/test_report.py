@@ -126,7 +126,7 @@ def test_makespan_reports_get_the_op_timeline_and_memory() -> None:
 
 def test_iteration_reports_get_the_layer_table() -> None:
     from dnnpart.cost import resolve_cluster
-    from dnnpart.frontends.layer_graphs import layer_graph
+    from dnnpart.layerwise.graphs import layer_graph
     from dnnpart.problem import Objective
     from dnnpart.solvers import solve
 

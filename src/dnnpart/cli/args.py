@@ -79,16 +79,14 @@ def add_method_args(p: argparse.ArgumentParser, *, default: str | None, method_h
                          "(better plans on large graphs; the bound comes from the first half)")
 
 
-def objective_from_args(args: argparse.Namespace, *, device: str) -> Any:
+def objective_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~dnnpart.problem.Objective` of parsed arguments.
-
-    ``device``: the accelerator preset whose roofline prices the iteration objective's tiles.
 
     Examples
     --------
     >>> p = argparse.ArgumentParser()
     >>> add_objective_args(p, stored_in_plan=True)
-    >>> o = objective_from_args(p.parse_args(["--objective", "pipeline"]), device="A100")
+    >>> o = objective_from_args(p.parse_args(["--objective", "pipeline"]))
     >>> o.kind, o.schedule, o.microbatches
     ('pipeline', 'gpipe', 4)
     """
@@ -104,4 +102,4 @@ def objective_from_args(args: argparse.Namespace, *, device: str) -> Any:
     return Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
                      schedule=getattr(args, "schedule", None) or "gpipe",
                      microbatches=micro if micro is not None else 4,
-                     recompute=getattr(args, "recompute", False), batch=batch, device=device)
+                     recompute=getattr(args, "recompute", False), batch=batch)

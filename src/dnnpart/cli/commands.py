@@ -13,13 +13,14 @@ from rich.table import Table
 
 from dnnpart.cli.main import EXIT_NO_PLAN, EXIT_OK, dumps
 from dnnpart.cli.render import Renderer, fmt, fmt_bytes, safe
+from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
 from dnnpart.io import load_problem, plan_to_dict, read_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
-from dnnpart.problem import Problem
+from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import available_methods, get_method, solve
 
 
@@ -31,11 +32,39 @@ def _problem(args: argparse.Namespace) -> Problem:
 
     priced = resolve_cluster(args.cluster) if args.cluster else None
     cluster = priced.cluster if priced else None
+    objective = objective_from_args(args)
     if cluster is None and getattr(args, "plan", None):
         cluster = plan_cluster(args.plan)  # a version-2 plan keeps the cluster it was made for
-    # the iteration objective prices tiles with the roofline of the cluster's accelerator preset
-    objective = objective_from_args(args, device=priced.cost_model.accelerator.name if priced else "P100")
+        if cluster is not None:
+            cluster = legacy_specs(cluster, _plan_json(args.plan), objective)
     return load_problem(args.graph, cluster=cluster, objective=objective, model=model_options(args))
+
+
+def _plan_json(path: str) -> Any:
+    from dnnpart.io import fields as f
+
+    try:
+        return f.read_json(path)
+    except FormatError:
+        return None
+
+
+def legacy_specs(cluster: Cluster, data: Any, objective: Objective) -> Cluster:
+    """A plan's stored cluster with the device specs plans written before devices carried them
+    imply: their ``objective_spec.device`` preset (the roofline of the iteration objective), or,
+    for the iteration objective without it, ``P100`` (the default those plans were scored by)."""
+    from dnnpart.cost import CostModel
+    from dnnpart.cost.clusters import with_specs
+
+    if all(d.spec is not None for d in cluster.devices):
+        return cluster
+    spec = data.get("objective_spec") if isinstance(data, dict) else None
+    device = spec.get("device") if isinstance(spec, dict) else None
+    if isinstance(device, str):
+        return with_specs(cluster, CostModel.from_presets(device))
+    if objective.kind == "iteration":
+        return with_specs(cluster, CostModel.from_presets("P100"))
+    return cluster
 
 
 # -- info -------------------------------------------------------------------------------
@@ -229,7 +258,10 @@ def solved_problem(path: str, data: dict[str, Any]) -> tuple[Problem, Plan]:
             if isinstance(fields, dict) else None
     except (TypeError, ValueError) as exc:
         raise FormatError(f"{path}: objective_spec: {exc}") from None
-    problem = load_problem(graph, cluster=plan_cluster(path), objective=objective)
+    cluster = plan_cluster(path)
+    if cluster is not None:
+        cluster = legacy_specs(cluster, data, objective or Objective())
+    problem = load_problem(graph, cluster=cluster, objective=objective)
     return problem, parse_plan(data, problem, path)
 
 

@@ -453,12 +453,12 @@ def _plan_problem(args: argparse.Namespace, out: Renderer) -> tuple[Any, Any, Pr
         from dnnpart.io import load_problem
 
         priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
-        objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+        objective = objective_from_args(args)
         problem = load_problem(args.model, cluster=priced.cluster, objective=objective,
                                model=model_options(args))
         return None, None, priced, problem
     source, imported, priced = _import(args, out)
-    objective = objective_from_args(args, device=priced.cost_model.accelerator.name)
+    objective = objective_from_args(args)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
                       objective=objective)
     return source, imported, priced, problem

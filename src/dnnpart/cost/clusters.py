@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +68,10 @@ def shorthand_cluster(
     peer = cat.link(spec.default_link) if spec.default_link else model.host_link
     host = model.host_link
     devices = [
-        Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=spec.memory_bytes)
+        Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=spec.memory_bytes, spec=spec)
         for i in range(n_accelerators)
     ]
-    devices += [Device(name=f"cpu{i}", kind=CPU, memory_bytes=model.cpu.memory_bytes)
+    devices += [Device(name=f"cpu{i}", kind=CPU, memory_bytes=model.cpu.memory_bytes, spec=model.cpu)
                 for i in range(cpus)]
     d = len(devices)
     bandwidth = np.full((d, d), host.bandwidth)
@@ -86,6 +87,26 @@ def shorthand_cluster(
         name=f"{n_accelerators}x{spec.name}" + (f"+{cpus}cpu" if cpus else ""),
     )
     return PricedCluster(cluster=cluster, cost_model=model)
+
+
+def with_specs(cluster: Cluster, model: CostModel) -> Cluster:
+    """``cluster`` with the cost model's specs on the devices that carry none (accelerators get
+    its accelerator's, CPUs its CPU's): the roofline of each device is then the one that
+    priced the graph.
+
+    Examples
+    --------
+    >>> from dnnpart.devices.topology import mesh2d
+    >>> c = with_specs(mesh2d(x=2, y=1), CostModel.from_presets("V100"))
+    >>> [d.spec.name for d in c.devices]
+    ['V100-32GB', 'V100-32GB']
+    """
+    devices = tuple(
+        d if d.spec is not None
+        else dataclasses.replace(d, spec=model.accelerator if d.is_accelerator else model.cpu)
+        for d in cluster.devices
+    )
+    return dataclasses.replace(cluster, devices=devices)
 
 
 def resolve_cluster(
@@ -119,9 +140,8 @@ def resolve_cluster(
     if path.is_file():
         from dnnpart.io.cluster_file import read_cluster
 
-        return PricedCluster(
-            cluster=read_cluster(path), cost_model=CostModel.from_presets(accelerator, catalog=catalog)
-        )
+        model = CostModel.from_presets(accelerator, catalog=catalog)
+        return PricedCluster(cluster=with_specs(read_cluster(path), model), cost_model=model)
     match = _SHORTHAND.match(spec)
     if match:
         n_cpus = int(match.group(3)) if match.group(3) else 0
@@ -138,7 +158,7 @@ def resolve_cluster(
             raise FormatError(f"--cluster {spec!r}: {exc}") from None
         model = CostModel.from_presets(device or ("V100" if name == "dgx1" else accelerator),
                                        catalog=catalog)
-        return PricedCluster(cluster=cluster, cost_model=model)
+        return PricedCluster(cluster=with_specs(cluster, model), cost_model=model)
     raise FormatError(
         f"--cluster {spec!r}: neither an existing cluster file, NxPRESET[+Mcpu] (e.g. 4xA100) nor "
         f"a generator GENERATOR:key=value,... (generators: {', '.join(GENERATORS)})"

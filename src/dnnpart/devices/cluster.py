@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart._arrays import unique_ints
+from dnnpart.devices.specs import DeviceSpec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -27,12 +28,17 @@ class Device:
     kind : ``"accelerator"`` or ``"cpu"`` (a column of the graph's compute times).
     memory_bytes : capacity; ``inf`` for host CPUs, whose memory the paper leaves unbounded.
     speed : relative speed; a node's time on this device is its time for the kind / speed.
+    spec : the roofline that prices it (:class:`~dnnpart.devices.specs.DeviceSpec`: peak
+        FLOP/s, memory bandwidth, efficiencies), where known: every cost model that prices work
+        on this device from first principles reads it here (paper 3's layer costs, for one).
+        Clusters resolved from ``--cluster SPEC`` carry the preset's spec.
     """
 
     name: str
     kind: str
     memory_bytes: float = math.inf
     speed: float = 1.0
+    spec: DeviceSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -43,6 +49,9 @@ class Device:
             raise ValueError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
         if not (math.isfinite(self.speed) and self.speed > 0):
             raise ValueError(f"device {self.name}: speed must be a finite number > 0, got {self.speed}")
+        if self.spec is not None and self.spec.kind != self.kind:
+            raise ValueError(f"device {self.name}: a {self.kind} cannot be priced by the "
+                             f"{self.spec.kind} spec {self.spec.name!r}")
 
     @property
     def is_accelerator(self) -> bool:

@@ -2,13 +2,14 @@
 
 ``evaluate`` reads the plan's per-layer :class:`~dnnpart.plan.LayerConfig` (degrees and tile
 devices); a plan without them is the strategy that runs every layer whole on its assigned
-device. The cost functions are those of :mod:`dnnpart.solvers.optcnn` (t_C roofline of the
-objective's ``device`` preset, t_X over tile intersection volumes, t_S parameter server),
-over the cluster's derived ``(d, d)`` bandwidth matrix (the routing rule of
+device. The cost functions are those of :mod:`dnnpart.layerwise` (t_C roofline of the
+devices' :attr:`~dnnpart.devices.cluster.Device.spec`, t_X over tile intersection volumes, t_S
+parameter server), over the cluster's derived ``(d, d)`` bandwidth matrix (the routing rule of
 :mod:`dnnpart.devices.routing`) and the layer graph scaled to ``batch x d`` samples.
 
 Choices: all devices of the cluster count (``d = n_devices``) and must be accelerators (the
-paper's GPUs); the value is reported in the cluster's time unit (ms by default); the plan's
+paper's GPUs) priced by one spec (Eq. 1's t_C takes one roofline); the value is reported in
+the cluster's time unit (ms by default); the plan's
 ``assignment`` is ignored where ``layer_configs`` are given (it holds the first tiles'
 devices). Paper 3's model has no memory term, so no memory constraint applies.
 """
@@ -29,7 +30,7 @@ def iteration_setting(problem: Problem) -> tuple[Any, Any, Any]:
     Examples
     --------
     >>> from dnnpart.cost import resolve_cluster
-    >>> from dnnpart.frontends.layer_graphs import layer_graph
+    >>> from dnnpart.layerwise.graphs import layer_graph
     >>> from dnnpart.problem import Objective
     >>> p = Problem(graph=layer_graph("lenet5"), cluster=resolve_cluster("4xP100").cluster,
     ...             objective=Objective(kind="iteration"))
@@ -40,15 +41,22 @@ def iteration_setting(problem: Problem) -> tuple[Any, Any, Any]:
     import numpy as np
 
     from dnnpart.devices.cluster import ACCELERATOR
-    from dnnpart.frontends.layer_graphs import layers_of
-    from dnnpart.solvers.optcnn.hardware import roofline
+    from dnnpart.layerwise.graphs import layers_of
 
     cluster = problem.cluster
     if any(d.kind != ACCELERATOR for d in cluster.devices):
         raise ValueError("the iteration objective needs a cluster of accelerators only (paper 3's GPUs)")
+    specs = {d.spec for d in cluster.devices}
+    if None in specs:
+        raise ValueError("the iteration objective prices layers by the devices' roofline; the cluster's "
+                         "devices carry no spec (give --cluster as NxPRESET, e.g. 4xP100, or a "
+                         "generator with device=PRESET)")
+    if len(specs) > 1:
+        raise ValueError("the iteration objective prices every GPU with one roofline; the cluster mixes "
+                         f"{', '.join(sorted(s.name for s in specs if s is not None))}")
     layers = layers_of(problem.graph).with_batch(problem.objective.batch * cluster.n_devices)
     bandwidth = np.array(cluster.bandwidth, dtype=np.float64)
-    return layers, roofline(problem.objective.device), bandwidth
+    return layers, cluster.devices[0].spec, bandwidth
 
 
 def iteration_configs(problem: Problem, plan: Plan) -> tuple[LayerConfig, ...]:
@@ -65,7 +73,7 @@ def iteration_value(problem: Problem, plan: Plan) -> tuple[float, dict[str, Any]
     Examples
     --------
     >>> from dnnpart.cost import resolve_cluster
-    >>> from dnnpart.frontends.layer_graphs import layer_graph
+    >>> from dnnpart.layerwise.graphs import layer_graph
     >>> from dnnpart.problem import Objective
     >>> p = Problem(graph=layer_graph("lenet5"), cluster=resolve_cluster("2xP100").cluster,
     ...             objective=Objective(kind="iteration"))
@@ -73,12 +81,15 @@ def iteration_value(problem: Problem, plan: Plan) -> tuple[float, dict[str, Any]
     >>> figures["bytes_per_step"], value == figures["t_o_s"] * 1e3
     (0.0, True)
     """
-    from dnnpart.solvers.optcnn.strategy import strategy_bytes, strategy_time
+    from dnnpart.layerwise.strategy import strategy_tables
+    from dnnpart.layerwise.tables import communication_bytes, iteration_time
 
     layers, device, bandwidth = iteration_setting(problem)
     configs = iteration_configs(problem, plan)
-    t_o = strategy_time(layers, configs, device, bandwidth)
-    moved = strategy_bytes(layers, configs, bandwidth.shape[0])
+    tables = strategy_tables(layers, configs, device, bandwidth)
+    zeros = [0] * len(layers)
+    t_o = iteration_time(tables, zeros)
+    moved = communication_bytes(tables, zeros)
     figures = {
         "t_o_s": t_o,
         "bytes_per_step": moved,

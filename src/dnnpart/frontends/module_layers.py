@@ -4,7 +4,7 @@ A model spec (``module:PKG.MOD:CALLABLE``, ``torchvision:NAME``, ``hf:ARCH`` vis
 ``.onnx`` file) is captured by the ordinary frontends (``torch.export`` by default, symbolic
 ``torch.fx`` with ``--frontend fx``, or ONNX) into operators
 (:class:`~dnnpart.frontends.ir.ModelIR`), and the operators become the
-:class:`~dnnpart.solvers.optcnn.layers.LayerGraph` the ``iteration`` objective prices: one
+:class:`~dnnpart.layerwise.layers.LayerGraph` the ``iteration`` objective prices: one
 layer per convolution, pooling, fully connected layer, residual addition, channel
 concatenation and softmax, with its output shape, kernel/stride/padding and parameter count.
 
@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from dnnpart.errors import FormatError
 from dnnpart.frontends.ir import ModelIR, OpRecord
-from dnnpart.solvers.optcnn.layers import LayerGraph, LayerSpec, Shape
+from dnnpart.layerwise.layers import LayerGraph, LayerSpec, Shape
 
 if TYPE_CHECKING:
     from dnnpart.frontends.sources import ModelOptions

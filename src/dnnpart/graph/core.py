@@ -40,7 +40,9 @@ NO_FORWARD = -1
 Shape = tuple[int, ...]
 
 #: Fields of :class:`LayerAttrs` that hold one integer tuple per node.
-LAYER_TUPLE_FIELDS: tuple[str, ...] = ("output_shape", "kernel", "stride", "padding")
+LAYER_TUPLE_FIELDS: tuple[str, ...] = ("output_shape", "kernel", "stride", "padding", "inputs")
+#: Of those, the ones files may leave out (then ``()`` for every node): written later.
+LAYER_OPTIONAL_FIELDS: tuple[str, ...] = ("inputs",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,10 @@ class LayerAttrs:
     kind : op/layer kind per node.
     output_shape : shape of the node's (first) output.
     kernel, stride, padding : spatial kernel size, stride and padding (convolution, pooling).
+    inputs : the original ids (:attr:`Graph.original_ids`) of the node's producers in the order
+        the layer reads them (a concatenation stacks its inputs in this order); ``()`` when
+        unknown, then the predecessors in node order. Original ids, unlike node ids, survive
+        renumbering and subgraphs.
 
     Examples
     --------
@@ -72,9 +78,12 @@ class LayerAttrs:
     kernel: tuple[Shape, ...]
     stride: tuple[Shape, ...]
     padding: tuple[Shape, ...]
+    inputs: tuple[Shape, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.kind)
+        if not self.inputs and n:
+            object.__setattr__(self, "inputs", ((),) * n)
         bad = [name for name in LAYER_TUPLE_FIELDS if len(getattr(self, name)) != n]
         if bad:
             raise InvalidGraphError(f"layer attributes have inconsistent lengths: {', '.join(bad)}")
@@ -87,7 +96,8 @@ class LayerAttrs:
     def empty(cls, n: int) -> LayerAttrs:
         """``n`` nodes with every attribute unknown."""
         blank: tuple[Shape, ...] = ((),) * n
-        return cls(kind=("",) * n, output_shape=blank, kernel=blank, stride=blank, padding=blank)
+        return cls(kind=("",) * n, output_shape=blank, kernel=blank, stride=blank, padding=blank,
+                   inputs=blank)
 
     def take(self, order: Sequence[int] | IntArray) -> LayerAttrs:
         """The attributes of the nodes ``order`` (a permutation or selection), in that order."""

@@ -18,6 +18,9 @@ Three forms::
     devices:                   # explicit; `count` expands name into name0, name1, ...
       - {name: gpu, count: 4, kind: accelerator, memory_bytes: 16e9, speed: 1.0}
       - {name: host, kind: cpu}
+      # optional per entry: spec: {name: P100-16GB, kind: accelerator, peak_flops: 10.6e12,
+      #   memory_bandwidth: 732e9, compute_efficiency: 0.5, ...}: the device's roofline
+      #   (devices without one take the preset that prices the graph, --cluster's default)
     bandwidth: [[...]]         # optional (d, d) bytes/s, used as given
     latency: [[...]]           # optional (d, d) seconds, used as given
     links:                     # optional topology: matrices routed by the cluster's rule
@@ -47,6 +50,7 @@ import numpy as np
 
 from dnnpart.devices.cluster import Cluster, Device, Link
 from dnnpart.devices.presets import reference_cluster, two_level_cluster
+from dnnpart.devices.specs import device_spec_from_dict, device_spec_to_dict
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
 from dnnpart.limits import check_device_count, check_nesting, read_bounded
@@ -137,10 +141,13 @@ def _explicit(root: dict[str, Any]) -> Cluster:
             raise FormatError(f"{where}.speed: expected a number > 0, got {speed}")
         scale = _num(entry.get("host_link_scale", 1.0), f"{where}.host_link_scale")
         group = _int(entry.get("group", 0), f"{where}.group")
+        spec = None if entry.get("spec") is None else device_spec_from_dict(entry["spec"], f"{where}.spec")
+        if spec is not None and spec.kind != kind:
+            raise FormatError(f"{where}.spec.kind: a {kind} needs a {kind} spec, got {spec.kind!r}")
         check_device_count(len(devices) + count, f"{where}.count")
         for j in range(count):
             devices.append(Device(name=f"{name}{j}" if "count" in entry else name, kind=kind,
-                                  memory_bytes=memory, speed=speed))
+                                  memory_bytes=memory, speed=speed, spec=spec))
             scales.append(scale)
             groups.append(group)
     d = len(devices)
@@ -231,6 +238,7 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
         "time_unit_s": cluster.time_unit_s,
         "devices": [{"name": dev.name, "kind": dev.kind, "memory_bytes": num(dev.memory_bytes),
                      "speed": dev.speed, "host_link_scale": float(scale), "group": int(g)}
+                    | ({} if dev.spec is None else {"spec": device_spec_to_dict(dev.spec)})
                     for dev, scale, g in zip(cluster.devices, cluster.host_link_scale.tolist(),
                                              cluster.group.tolist(), strict=True)],
     }

@@ -49,7 +49,7 @@ CLUSTER_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
 JSON_FORMAT_VERSION = 2
 VERSION_KEY = "dnnpartFormatVersion"
 _LAYER_KEYS = {"output_shape": "outputShape", "kernel": "kernel", "stride": "stride",
-               "padding": "padding"}
+               "padding": "padding", "inputs": "inputs"}
 
 
 def looks_like_reference(data: Any) -> bool:

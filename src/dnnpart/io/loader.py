@@ -27,7 +27,7 @@ def _layer_graph_name(text: str, objective: Objective | None) -> str | None:
     """The layer graph ``builtin:NAME`` names here, or ``None`` (see :func:`load_problem`)."""
     if not text.startswith("builtin:"):
         return None
-    from dnnpart.frontends.layer_graphs import LAYER_GRAPHS
+    from dnnpart.layerwise.graphs import LAYER_GRAPHS
     from dnnpart.problem import ITERATION
 
     name = text.partition(":")[2].strip().lower().replace("-", "_")
@@ -77,7 +77,7 @@ def load_problem(
     a model spec (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``) imported on
     the fly with ``model``'s options.
 
-    ``builtin:NAME`` names one of paper 3's layer graphs (:mod:`dnnpart.frontends.layer_graphs`:
+    ``builtin:NAME`` names one of paper 3's layer graphs (:mod:`dnnpart.layerwise.graphs`:
     lenet5, alexnet, vgg16, inception_v3, resnet50, resnet152) under ``--objective iteration``,
     and wherever NAME is not a torch builtin model; otherwise the torch model of that name.
     Other model specs under ``--objective iteration`` become layer graphs at module
@@ -97,7 +97,7 @@ def load_problem(
     layers = _layer_graph_name(text, objective)
     if layers is not None:
         _refuse_model_flags(model, text)
-        from dnnpart.frontends.layer_graphs import layer_graph
+        from dnnpart.layerwise.graphs import layer_graph
 
         if cluster is None:
             raise FormatError(f"{text}: a builtin layer graph carries no cluster; pass one (--cluster)")
@@ -108,8 +108,8 @@ def load_problem(
 
     if is_model_spec(text) and objective is not None and objective.kind == ITERATION:
         # a real model as paper 3's layer graph (module granularity; frontends/module_layers.py)
-        from dnnpart.frontends.layer_graphs import graph_from_layers
         from dnnpart.frontends.module_layers import model_layer_graph
+        from dnnpart.layerwise.graphs import graph_from_layers
 
         if cluster is None:
             raise FormatError(f"{text}: the iteration objective needs a cluster of accelerators (--cluster)")

@@ -68,7 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.errors import FormatError, InvalidGraphError
-from dnnpart.graph.core import LAYER_TUPLE_FIELDS, Graph, LayerAttrs
+from dnnpart.graph.core import LAYER_OPTIONAL_FIELDS, LAYER_TUPLE_FIELDS, Graph, LayerAttrs
 from dnnpart.limits import check_npz_member, read_bounded
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load_graph", "save_graph"]
@@ -349,12 +349,14 @@ def _read_phase2(
     tuples = {
         name: _read_tuple_pair(archive, members, f"layer_{name}", n, path) for name in LAYER_TUPLE_FIELDS
     }
-    present = [kinds is not None] + [t is not None for t in tuples.values()]
+    present = [kinds is not None] + [t is not None for name, t in tuples.items()
+                                     if name not in LAYER_OPTIONAL_FIELDS]
     if any(present) and not all(present):
         raise FormatError(f"{path}: layer attributes: layer_kind_* and layer_*_values/offsets "
                           "of output_shape, kernel, stride and padding come together")
     if kinds is not None:
-        found["layer_attrs"] = LayerAttrs(kind=kinds, **tuples)  # type: ignore[arg-type]
+        given = {name: t for name, t in tuples.items() if t is not None}
+        found["layer_attrs"] = LayerAttrs(kind=kinds, **given)  # type: ignore[arg-type]
     return found
 
 

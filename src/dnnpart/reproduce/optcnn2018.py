@@ -1,9 +1,9 @@
 """``dnnpart reproduce optcnn2018``: paper 3's Table 3, Table 5 and Figs. 7-8 under our model.
 
-Inputs are our own layer graphs (``builtin:`` networks of :mod:`dnnpart.solvers.optcnn.models`)
+Inputs are our own layer graphs (``builtin:`` networks of :mod:`dnnpart.layerwise.models`)
 on the paper's setting (§6): per-GPU batch 32, P100 roofline, ``two-level`` clusters of 4 GPUs
 per node with NVLink inside and 100 Gb/s EDR between nodes
-(:func:`~dnnpart.solvers.optcnn.hardware.paper_cluster_spec`), parameter server on the first
+(:func:`~dnnpart.layerwise.hardware.paper_cluster_spec`), parameter server on the first
 replica's device of each channel slice.
 
 * **Table 3**: cost-table construction (reported apart) and Algorithm 1's search time given
@@ -30,12 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dnnpart.layerwise.configs import format_config
+from dnnpart.layerwise.hardware import P100, paper_bandwidth
+from dnnpart.layerwise.models import build_model
+from dnnpart.layerwise.tables import CostTables, build_tables, communication_bytes, iteration_time
 from dnnpart.solvers.optcnn.baselines import data_parallel, dfs, model_parallel, owt
-from dnnpart.solvers.optcnn.configs import format_config
-from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-from dnnpart.solvers.optcnn.models import build_model
 from dnnpart.solvers.optcnn.search import SearchResult, optimize_tables
-from dnnpart.solvers.optcnn.tables import CostTables, build_tables, communication_bytes, iteration_time
 
 __all__ = [
     "PAPER_SPEEDUP", "PAPER_TABLE3", "PER_GPU_BATCH", "OptcnnReport", "grid", "paper_table5",
@@ -207,8 +207,8 @@ STRATEGIES = ("layer-wise", "data", "model", "owt")
 def grid_cells(models: tuple[str, ...], device_counts: tuple[int, ...],
                notify: Notify | None = None) -> list[GridCell]:
     """t_O, bytes per step and (for :data:`REPLAYED`) the replayed step of every cell."""
+    from dnnpart.layerwise.strategy import strategy_configs
     from dnnpart.simulate.layerwise import replay_strategy
-    from dnnpart.solvers.optcnn.strategy import strategy_configs
 
     cells = []
     for model in models:

@@ -4,10 +4,10 @@ Eq. 1 adds every layer's compute, every edge's transfers and every layer's param
 if nothing overlapped. The replay runs the same work as tasks on a :class:`Timeline`:
 
 * **Compute**: per layer and tile, a forward task and a backward task on the tile's device,
-  with the roofline times of :func:`~dnnpart.solvers.optcnn.costs.tile_forward_times` (the
-  backward takes :func:`~dnnpart.solvers.optcnn.costs.backward_factor` times the forward).
+  with the roofline times of :func:`~dnnpart.layerwise.costs.tile_forward_times` (the
+  backward takes :func:`~dnnpart.layerwise.costs.backward_factor` times the forward).
 * **Transfers**: per edge and (producer tile, consumer tile) pair on different devices that
-  share data (the intersection volume of :func:`~dnnpart.solvers.optcnn.costs.read_volume`),
+  share data (the intersection volume of :func:`~dnnpart.layerwise.costs.read_volume`),
   one forward task after the producer tile's forward and, for the gradient, one backward task
   after the consumer tile's backward. A transfer is a task on its *receiving* device's inbound
   port (``in:<device>``), taking ``bytes / bandwidth[src, dst]`` -- the same rule as t_X,
@@ -57,18 +57,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.plan import LayerConfig
-from dnnpart.simulate.timeline import COMPUTE, TRANSFER, Timeline
-from dnnpart.solvers.optcnn.costs import (
+from dnnpart.devices.specs import DeviceSpec
+from dnnpart.layerwise.costs import (
     BYTES_PER_ELEMENT,
     backward_factor,
     inverse_bandwidth,
     read_volume,
     tile_forward_times,
 )
-from dnnpart.solvers.optcnn.hardware import DeviceSpec
-from dnnpart.solvers.optcnn.layers import LayerGraph
-from dnnpart.solvers.optcnn.strategy import config_row, strategy_time
+from dnnpart.layerwise.layers import LayerGraph
+from dnnpart.layerwise.strategy import config_row, strategy_time
+from dnnpart.plan import LayerConfig
+from dnnpart.simulate.timeline import COMPUTE, TRANSFER, Timeline
 
 __all__ = ["SYNC_MODES", "LayerwiseReplay", "ReplayTasks", "build_replay_tasks", "replay_strategy",
            "schedule_tasks", "serialised"]
@@ -155,8 +155,8 @@ def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, uniform_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, uniform_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = lenet5(8)
     >>> tasks = build_replay_tasks(g, [LayerConfig((1, 1, 1, 1), (0,))] * len(g), P100,
     ...                            uniform_bandwidth(2, 1e9))
@@ -339,8 +339,8 @@ def replay_strategy(graph: LayerGraph, configs: Sequence[LayerConfig], device: D
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, uniform_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, uniform_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = lenet5(8)
     >>> r = replay_strategy(g, [LayerConfig((1, 1, 1, 1), (0,))] * len(g), P100, uniform_bandwidth(2, 1e9))
     >>> abs(r.makespan - r.additive) < 1e-15   # one device, a chain: nothing overlaps

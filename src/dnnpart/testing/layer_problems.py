@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnpart.layerwise.layers import LayerGraph, NetBuilder
 from dnnpart.problem import Objective, Problem
-from dnnpart.solvers.optcnn.layers import LayerGraph, NetBuilder
 
 __all__ = ["random_layer_graph", "random_layer_problem"]
 
@@ -46,7 +46,7 @@ def random_layer_problem(rng: np.random.Generator, *, max_layers: int = 5, devic
     'iteration'
     """
     from dnnpart.cost import resolve_cluster
-    from dnnpart.frontends.layer_graphs import graph_from_layers
+    from dnnpart.layerwise.graphs import graph_from_layers
 
     layers = random_layer_graph(rng, max_layers=max_layers)
     return Problem(graph=graph_from_layers(layers), cluster=resolve_cluster(f"{devices}xP100").cluster,

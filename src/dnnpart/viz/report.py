@@ -119,7 +119,7 @@ def comparison_rows(results: Sequence[tuple[str, SolveResult | str]]) -> list[di
 def layer_rows(problem: Problem, plan: Plan) -> list[tuple[str, str, str, str, str]]:
     """``(layer, op, output N x C x H x W, configuration, devices)`` of a layer-wise plan."""
     from dnnpart.evaluate.iteration import iteration_configs, iteration_setting
-    from dnnpart.solvers.optcnn.configs import format_config
+    from dnnpart.layerwise.configs import format_config
 
     layers = iteration_setting(problem)[0].layers
     configs = iteration_configs(problem, plan)

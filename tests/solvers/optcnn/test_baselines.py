@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dnnpart.layerwise.hardware import P100, paper_bandwidth
+from dnnpart.layerwise.layers import NetBuilder
+from dnnpart.layerwise.models import alexnet, lenet5
+from dnnpart.layerwise.tables import CostTables, build_tables, iteration_time
 from dnnpart.solvers.optcnn.baselines import data_parallel, dfs, model_parallel, owt
 from dnnpart.solvers.optcnn.dfs_kernel import dfs_steps
-from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-from dnnpart.solvers.optcnn.layers import NetBuilder
-from dnnpart.solvers.optcnn.models import alexnet, lenet5
 from dnnpart.solvers.optcnn.search import optimize_tables
-from dnnpart.solvers.optcnn.tables import CostTables, build_tables, iteration_time
 
 
 def _degrees(tables: CostTables, strategy: tuple[int, ...]) -> list[tuple[int, ...]]:

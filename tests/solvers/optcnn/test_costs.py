@@ -7,8 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from dnnpart.solvers.optcnn.configs import config_space
-from dnnpart.solvers.optcnn.costs import (
+from dnnpart.devices.specs import DeviceSpec
+from dnnpart.layerwise.configs import config_space
+from dnnpart.layerwise.costs import (
     BYTES_PER_ELEMENT,
     compute_time,
     sync_bytes,
@@ -16,8 +17,8 @@ from dnnpart.solvers.optcnn.costs import (
     transfer_costs,
     transfer_time,
 )
-from dnnpart.solvers.optcnn.hardware import DeviceSpec, two_level_bandwidth, uniform_bandwidth
-from dnnpart.solvers.optcnn.layers import LayerSpec, NetBuilder
+from dnnpart.layerwise.hardware import two_level_bandwidth, uniform_bandwidth
+from dnnpart.layerwise.layers import LayerSpec, NetBuilder
 
 KINDS = ("conv", "pool_max", "pool_avg", "fc", "add", "concat", "softmax")
 
@@ -230,12 +231,13 @@ def test_compute_time_roofline() -> None:
     b.conv("y", x, 4, 3, 1, 1)
     conv = b.build().layers[-1]
     space = config_space(conv, 4)
-    compute_bound = DeviceSpec("x", peak_flops=1e9, efficiency=0.5, mem_bandwidth=1e30)
+    compute_bound = DeviceSpec(name="x", kind="accelerator", peak_flops=1e9, compute_efficiency=0.5,
+                               memory_bandwidth=1e30)
     t = compute_time(conv, space, compute_bound)
     flops = 2 * 4 * 4 * 8 * 8 * 2 * 3 * 3
     assert t[0] == pytest.approx(3 * flops / 0.5e9)                # forward + 2x backward
     assert np.allclose(t[space.index((4, 1, 1, 1))], t[0] / 4)
-    memory_bound = DeviceSpec("m", peak_flops=1e30, efficiency=1.0, mem_bandwidth=1.0)
+    memory_bound = DeviceSpec(name="m", kind="accelerator", peak_flops=1e30, memory_bandwidth=1.0)
     t = compute_time(conv, space, memory_bound)
     weights = 4 * (2 * 9 + 1)
     assert t[0] == pytest.approx(3 * BYTES_PER_ELEMENT * (4 * 2 * 64 + 4 * 4 * 64 + weights))

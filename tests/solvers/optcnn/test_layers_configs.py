@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from dnnpart.solvers.optcnn.configs import config_space, enumerate_degrees, format_config, parallel_dims
-from dnnpart.solvers.optcnn.hardware import NVLINK_BPS, paper_bandwidth
-from dnnpart.solvers.optcnn.layers import NetBuilder
-from dnnpart.solvers.optcnn.models import MODELS, build_model
+from dnnpart.layerwise.configs import config_space, enumerate_degrees, format_config, parallel_dims
+from dnnpart.layerwise.hardware import NVLINK_BPS, paper_bandwidth
+from dnnpart.layerwise.layers import NetBuilder
+from dnnpart.layerwise.models import MODELS, build_model
 
 #: Published parameter counts (torchvision/Caffe reference implementations); ours fold BN into a
 #: bias, so networks with BN differ by the BN parameters (well under 1%).

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-from dnnpart.solvers.optcnn.layers import NetBuilder
-from dnnpart.solvers.optcnn.models import alexnet, inception_v3, resnet50, resnet152, vgg16
+from dnnpart.layerwise.hardware import P100, paper_bandwidth
+from dnnpart.layerwise.layers import NetBuilder
+from dnnpart.layerwise.models import alexnet, inception_v3, resnet50, resnet152, vgg16
+from dnnpart.layerwise.tables import build_tables, iteration_time
 from dnnpart.solvers.optcnn.search import optimize, optimize_tables
-from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
 
 Edge = tuple[int, int]
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 
-
 def test_paper_2_methods_optimise_the_makespan_objective() -> None:
     from dnnpart.solvers import available_methods
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnnpart.solvers.optcnn.configs import ConfigSpace
-from dnnpart.solvers.optcnn.tables import CostTables, iteration_time
+from dnnpart.layerwise.configs import ConfigSpace
+from dnnpart.layerwise.tables import CostTables, iteration_time
 
 __all__ = ["DfsResult", "data_parallel", "dfs", "model_parallel", "owt"]
 
@@ -42,9 +42,9 @@ def data_parallel(tables: CostTables) -> tuple[int, ...]:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
-    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> from dnnpart.layerwise.tables import build_tables
     >>> t = build_tables(lenet5(128), 4, P100, paper_bandwidth(4))
     >>> {tuple(s.degrees[c].tolist()) for s, c in zip(t.spaces, data_parallel(t))}
     {(4, 1, 1, 1)}
@@ -88,10 +88,10 @@ def dfs(tables: CostTables, time_budget: float = 60.0, *, prune: bool = False,
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> from dnnpart.solvers.optcnn.search import optimize_tables
-    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> from dnnpart.layerwise.tables import build_tables
     >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
     >>> r = dfs(t)
     >>> r.finished, abs(r.value - optimize_tables(t).value) < 1e-12

@@ -38,7 +38,7 @@ def _no_unknown(method: str, options: dict[str, Any]) -> None:
 
 def _tables(problem: Problem) -> tuple[Any, float]:
     from dnnpart.evaluate.iteration import iteration_setting
-    from dnnpart.solvers.optcnn.tables import build_tables
+    from dnnpart.layerwise.tables import build_tables
 
     layers, device, bandwidth = iteration_setting(problem)
     t0 = time.perf_counter()
@@ -49,7 +49,7 @@ def _tables(problem: Problem) -> tuple[Any, float]:
 def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int], value_s: float,
             status: Status, started: float, stats: dict[str, Any]) -> SolveResult:
     from dnnpart.evaluate.iteration import iteration_value
-    from dnnpart.solvers.optcnn.strategy import strategy_configs
+    from dnnpart.layerwise.strategy import strategy_configs
 
     plan = Plan.from_layer_configs(strategy_configs(tables, strategy))
     objective, figures = iteration_value(problem, plan)
@@ -68,7 +68,7 @@ def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progre
     Examples
     --------
     >>> from dnnpart.cost import resolve_cluster
-    >>> from dnnpart.frontends.layer_graphs import layer_graph
+    >>> from dnnpart.layerwise.graphs import layer_graph
     >>> from dnnpart.problem import Objective
     >>> p = Problem(graph=layer_graph("lenet5"), cluster=resolve_cluster("2xP100").cluster,
     ...             objective=Objective(kind="iteration"))
@@ -108,7 +108,7 @@ OPTCNN = MethodInfo(
 def _baseline(name: str, pick: Callable[[Any], tuple[int, ...]]) -> Callable[..., SolveResult]:
     def solve_baseline(problem: Problem, /, *, time_limit: float | None = None,
                        progress: Progress | None = None, **options: Any) -> SolveResult:
-        from dnnpart.solvers.optcnn.tables import iteration_time
+        from dnnpart.layerwise.tables import iteration_time
 
         _no_unknown(name, options)
         started = time.perf_counter()
@@ -170,7 +170,7 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     Examples
     --------
     >>> from dnnpart.cost import resolve_cluster
-    >>> from dnnpart.frontends.layer_graphs import layer_graph
+    >>> from dnnpart.layerwise.graphs import layer_graph
     >>> from dnnpart.problem import Objective
     >>> p = Problem(graph=layer_graph("lenet5", 8), cluster=resolve_cluster("2xP100").cluster,
     ...             objective=Objective(kind="iteration", batch=4))

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.layerwise.tables import CostTables
 from dnnpart.solvers.optcnn.kernels import edge_eliminate, leaf_eliminate, node_eliminate
-from dnnpart.solvers.optcnn.tables import CostTables
 
 __all__ = ["DEFAULT_ENUM_LIMIT", "SearchResult", "optimize", "optimize_tables"]
 
@@ -306,9 +306,9 @@ def optimize_tables(tables: CostTables, *, fixed: Mapping[int, int] | None = Non
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
-    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> from dnnpart.layerwise.tables import build_tables
     >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
     >>> free, pinned = optimize_tables(t), optimize_tables(t, fixed={1: 0})
     >>> pinned.strategy[1], pinned.value >= free.value

@@ -3,7 +3,7 @@
 A :class:`LayerGraph` is a DAG of :class:`LayerSpec` rows, one per layer, each with its op kind,
 the shapes of its inputs and its output (all ``(N, C, H, W)``), kernel/stride/padding as
 ``(h, w)`` pairs, and its parameter count. :class:`NetBuilder` computes the shapes while a
-network is written down (see :mod:`dnnpart.solvers.optcnn.models`).
+network is written down (see :mod:`dnnpart.layerwise.models`).
 
 Choices where the paper is silent (also in ``docs/optcnn.md``):
 

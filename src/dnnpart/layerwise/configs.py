@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.solvers.optcnn.layers import LayerSpec, Shape
+from dnnpart.layerwise.layers import LayerSpec, Shape
 
 __all__ = [
     "DIMS", "ConfigSpace", "config_space", "enumerate_degrees", "format_config",
@@ -45,7 +45,7 @@ def parallel_dims(layer: LayerSpec) -> tuple[bool, bool, bool, bool]:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.models import vgg16
     >>> g = vgg16(32)
     >>> parallel_dims(g.layers[1]), parallel_dims(g.layers[g.index("fc6")])
     ((True, True, True, True), (True, True, False, False))
@@ -116,7 +116,7 @@ def format_config(layer: LayerSpec, degrees: IntArray | tuple[int, ...]) -> str:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.models import vgg16
     >>> format_config(vgg16(8).layers[-2], (1, 4, 1, 1))
     '{n=1, c=4}'
     """
@@ -161,7 +161,7 @@ def config_space(layer: LayerSpec, devices: int) -> ConfigSpace:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.models import lenet5
     >>> space = config_space(lenet5(32).layers[1], 4)
     >>> len(space), space.lo.shape, space.device[1].tolist()
     (15, (15, 4, 4), [0, 1, -1, -1])

@@ -1,6 +1,6 @@
 """``builtin:NAME`` layer graphs (paper 3's networks) as shared :class:`~dnnpart.graph.core.Graph` s.
 
-The six networks of :mod:`dnnpart.solvers.optcnn.models` -- ``lenet5``, ``alexnet``,
+The six networks of :mod:`dnnpart.layerwise.models` -- ``lenet5``, ``alexnet``,
 ``vgg16``, ``inception_v3`` (no auxiliary head), ``resnet50``, ``resnet152`` -- become graphs
 with one node per layer: names, op kinds (``op_types``), ``param_bytes`` (FP32),
 ``output_bytes``, forward compute times priced by the roofline of the ``P100`` preset
@@ -13,9 +13,10 @@ memory term, so no memory constraint applies to these graphs.
 (:class:`~dnnpart.graph.core.LayerAttrs`: ``kind`` = our op kind, ``output_shape``,
 ``kernel``/``stride``/``padding`` for windowed layers, ``()`` otherwise) and its
 ``param_bytes``; :func:`layers_of` reads them back (input shapes are the producers' output
-shapes). Choice: a layer's inputs are its predecessors in increasing node order -- what a
-concatenation stacks in that order; graphs built here keep the :class:`LayerGraph` they were
-built from beside them in the process, so their own input order holds exactly. Graphs whose
+shapes). A layer's inputs are read in the order its ``inputs`` attribute lists them (the
+producers' original ids, written by :func:`graph_from_layers`: a concatenation stacks its
+inputs in that order); where a graph does not give it, the predecessors in node order. So a
+graph written to a file and read back prices exactly as the one built here. Graphs whose
 kinds are not ours (an imported torch model's aten ops) are refused with the kinds named.
 
 Choice: in GRAPH arguments these six names resolve to layer graphs (they need no torch);
@@ -24,27 +25,20 @@ Choice: in GRAPH arguments these six names resolve to layer graphs (they need no
 
 from __future__ import annotations
 
-import threading
-from dataclasses import replace
-
 import numpy as np
 
 from dnnpart.cost.model import CostModel
+from dnnpart.cost.specs import load_catalog
 from dnnpart.graph.core import Graph, LayerAttrs, build_graph
-from dnnpart.solvers.optcnn.configs import config_space
-from dnnpart.solvers.optcnn.costs import BYTES_PER_ELEMENT, tile_forward_times
-from dnnpart.solvers.optcnn.hardware import roofline
-from dnnpart.solvers.optcnn.layers import OP_KINDS, LayerGraph, LayerSpec
-from dnnpart.solvers.optcnn.models import MODELS, build_model
+from dnnpart.layerwise.configs import config_space
+from dnnpart.layerwise.costs import BYTES_PER_ELEMENT, tile_forward_times
+from dnnpart.layerwise.layers import OP_KINDS, LayerGraph, LayerSpec
+from dnnpart.layerwise.models import MODELS, build_model
 
 __all__ = ["LAYER_GRAPHS", "graph_from_layers", "layer_graph", "layers_from_attrs", "layers_of"]
 
 #: Names ``builtin:NAME`` resolves to a layer graph.
 LAYER_GRAPHS = tuple(MODELS)
-
-_LOCK = threading.Lock()
-#: id(graph) -> (graph, layer graph); the graph is held so its id is never reused.
-_LAYERS: dict[int, tuple[Graph, LayerGraph]] = {}
 
 
 def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
@@ -52,7 +46,7 @@ def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = graph_from_layers(lenet5(32))
     >>> g.n_nodes, g.op_types[1], layers_of(g).layers[1].kernel
     (8, 'conv', (5, 5))
@@ -60,7 +54,7 @@ def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
     n = len(layers.layers)
     times = np.zeros((n, 2))
     for col, name in enumerate((preset, "cpu")):
-        spec = roofline(name)
+        spec = load_catalog().device(name)
         for i, layer in enumerate(layers.layers):
             times[i, col] = 1e3 * float(tile_forward_times(layer, config_space(layer, 1), spec)[0, 0])
     out_bytes = np.array([BYTES_PER_ELEMENT * float(np.prod(x.out_shape)) for x in layers.layers])
@@ -74,6 +68,7 @@ def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
         kernel=tuple(tuple(x.kernel) if w else () for x, w in zip(layers.layers, windows, strict=True)),
         stride=tuple(tuple(x.stride) if w else () for x, w in zip(layers.layers, windows, strict=True)),
         padding=tuple(tuple(x.padding) if w else () for x, w in zip(layers.layers, windows, strict=True)),
+        inputs=tuple(tuple(x.inputs) for x in layers.layers),
     )
     graph = build_graph(
         np.arange(n), src, dst, compute_time=times,
@@ -83,16 +78,6 @@ def graph_from_layers(layers: LayerGraph, *, preset: str = "P100") -> Graph:
         param_bytes=np.array([BYTES_PER_ELEMENT * float(x.params) for x in layers.layers]),
         output_bytes=out_bytes, layer_attrs=attrs,
     )
-    # the graph numbers nodes in its own topological order: keep the layers in that order, so
-    # layer i is node i (inputs keep their order per consumer, concat needs it)
-    order = [int(v) for v in graph.original_ids]
-    if order != list(range(n)):
-        where = {old: new for new, old in enumerate(order)}
-        layers = LayerGraph(layers.name, tuple(
-            replace(layers.layers[old], inputs=tuple(where[p] for p in layers.layers[old].inputs))
-            for old in order))
-    with _LOCK:
-        _LAYERS[id(graph)] = (graph, layers)
     return graph
 
 
@@ -107,10 +92,6 @@ def layers_of(graph: Graph) -> LayerGraph:
     ...
     ValueError: the graph has no layer attributes ...
     """
-    with _LOCK:
-        hit = _LAYERS.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
     attrs = graph.layer_attrs
     if attrs is None or graph.param_bytes is None:
         raise ValueError(
@@ -125,9 +106,8 @@ def layers_from_attrs(graph: Graph) -> LayerGraph:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import alexnet
-    >>> g = graph_from_layers(alexnet(8))
-    >>> layers_from_attrs(g).layers == layers_of(g).layers
+    >>> from dnnpart.layerwise.models import alexnet
+    >>> layers_from_attrs(graph_from_layers(alexnet(8))).layers == alexnet(8).layers
     True
     """
     attrs, params = graph.layer_attrs, graph.param_bytes
@@ -137,12 +117,19 @@ def layers_from_attrs(graph: Graph) -> LayerGraph:
     if foreign:
         raise ValueError(f"layer kinds {foreign[:5]} are not layer-graph kinds ({', '.join(OP_KINDS)}); "
                          "the iteration objective takes builtin layer graphs")
+    node_of = {int(o): v for v, o in enumerate(graph.original_ids.tolist())}
     specs: list[LayerSpec] = []
     for v in range(graph.n_nodes):
         shape = attrs.output_shape[v]
         if len(shape) != 4:
             raise ValueError(f"node {graph.label(v)}: output shape {shape} is not (N, C, H, W)")
         preds = sorted(int(u) for u in graph.pred_idx[graph.pred_ptr[v]:graph.pred_ptr[v + 1]])
+        if attrs.inputs[v]:
+            ordered = [node_of.get(int(o), -1) for o in attrs.inputs[v]]
+            if sorted(set(ordered)) != preds:
+                raise ValueError(f"node {graph.label(v)}: its layer inputs {list(attrs.inputs[v])} "
+                                 "are not its predecessors' ids")
+            preds = ordered
         window = {}
         if attrs.kernel[v]:
             window = {"kernel": _pair(attrs.kernel[v]), "stride": _pair(attrs.stride[v]),

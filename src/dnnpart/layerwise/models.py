@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dnnpart.solvers.optcnn.layers import LayerGraph, NetBuilder
+from dnnpart.layerwise.layers import LayerGraph, NetBuilder
 
 __all__ = ["MODELS", "alexnet", "build_model", "inception_v3", "lenet5", "resnet50", "resnet152", "vgg16"]
 

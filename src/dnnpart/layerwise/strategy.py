@@ -4,8 +4,9 @@ Algorithm 1 works on configuration *indices* into the tables of :mod:`.tables`, 
 sit on the contiguous block ``0 .. p-1`` (:func:`.configs.tile_devices`). A plan stores each
 layer's degrees and the devices of its tiles explicitly, so any placement of the tiles can be
 scored: :func:`config_row` builds the one-configuration space of a stored configuration, and
-:func:`strategy_time` is Eq. 1 over those rows, with the same cost functions as the tables.
-For contiguous placements it equals :func:`.tables.iteration_time` (tested).
+:func:`strategy_tables` the cost tables of those rows, so Eq. 1 of a stored strategy is
+:func:`.tables.iteration_time` of its tables: one Eq. 1 for both. The tests check it against
+Eq. 1 written out by hand.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.devices.specs import DeviceSpec
+from dnnpart.layerwise.configs import DIMS, ConfigSpace, parallel_dims, tile_boxes
+from dnnpart.layerwise.layers import LayerGraph, LayerSpec
+from dnnpart.layerwise.tables import CostTables, build_tables, communication_bytes, iteration_time
 from dnnpart.plan import LayerConfig
-from dnnpart.solvers.optcnn.configs import DIMS, ConfigSpace, parallel_dims, tile_boxes
-from dnnpart.solvers.optcnn.costs import compute_time, sync_bytes, sync_time, transfer_costs
-from dnnpart.solvers.optcnn.hardware import DeviceSpec
-from dnnpart.solvers.optcnn.layers import LayerGraph, LayerSpec
-from dnnpart.solvers.optcnn.tables import CostTables
 
-__all__ = ["config_row", "strategy_bytes", "strategy_configs", "strategy_indices", "strategy_time"]
+__all__ = ["config_row", "strategy_bytes", "strategy_configs", "strategy_indices", "strategy_tables",
+           "strategy_time"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -32,9 +33,9 @@ def strategy_configs(tables: CostTables, strategy: Sequence[int]) -> tuple[Layer
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
-    >>> from dnnpart.solvers.optcnn.tables import build_tables
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> from dnnpart.layerwise.tables import build_tables
     >>> t = build_tables(lenet5(8), 2, P100, paper_bandwidth(2))
     >>> strategy_configs(t, [t.spaces[i].index((2, 1, 1, 1)) for i in range(8)])[1]
     LayerConfig(degrees=(2, 1, 1, 1), devices=(0, 1))
@@ -72,7 +73,7 @@ def config_row(layer: LayerSpec, config: LayerConfig, devices: int) -> ConfigSpa
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.models import vgg16
     >>> row = config_row(vgg16(8).layers[1], LayerConfig((2, 1, 1, 1), (3, 1)), 4)
     >>> row.device.tolist(), row.hi[0, 0].tolist()
     ([[3, 1, -1, -1]], [4, 64, 224, 224])
@@ -99,52 +100,59 @@ def config_row(layer: LayerSpec, config: LayerConfig, devices: int) -> ConfigSpa
     return ConfigSpace(deg[None, :], lo, hi, dev)
 
 
-def _rows(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> list[ConfigSpace]:
+def _rows(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> tuple[ConfigSpace, ...]:
     if len(configs) != len(graph.layers):
         raise ValueError(f"strategy has {len(configs)} configurations for {len(graph.layers)} layers")
-    return [config_row(layer, c, devices) for layer, c in zip(graph.layers, configs, strict=True)]
+    return tuple(config_row(layer, c, devices) for layer, c in zip(graph.layers, configs, strict=True))
+
+
+def strategy_tables(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
+                    bandwidth: FloatArray) -> CostTables:
+    """The cost tables of stored configurations: one configuration (index 0) per layer.
+
+    Examples
+    --------
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> g = lenet5(8)
+    >>> t = strategy_tables(g, [LayerConfig((1, 1, 1, 1), (1,))] * len(g), P100, paper_bandwidth(2))
+    >>> [len(space) for space in t.spaces] == [1] * len(g)
+    True
+    """
+    bandwidth = np.asarray(bandwidth, dtype=np.float64)
+    devices = bandwidth.shape[0]
+    return build_tables(graph, devices, device, bandwidth, spaces=_rows(graph, configs, devices))
 
 
 def strategy_time(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
                   bandwidth: FloatArray) -> float:
-    """Eq. 1 (t_O) of stored configurations: ``sum (t_C + t_S) + sum_edges t_X``.
+    """Eq. 1 (t_O) of stored configurations: :func:`.tables.iteration_time` over their tables.
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
-    >>> from dnnpart.solvers.optcnn.tables import build_tables, iteration_time
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> from dnnpart.layerwise.tables import build_tables, iteration_time
     >>> g, bw = lenet5(8), paper_bandwidth(2)
     >>> t = build_tables(g, 2, P100, bw)
     >>> s = [len(x) - 1 for x in t.spaces]
     >>> abs(strategy_time(g, strategy_configs(t, s), P100, bw) - iteration_time(t, s)) < 1e-15
     True
     """
-    bandwidth = np.asarray(bandwidth, dtype=np.float64)
-    rows = _rows(graph, configs, bandwidth.shape[0])
-    total = 0.0
-    for layer, row in zip(graph.layers, rows, strict=True):
-        total += float(compute_time(layer, row, device)[0]) + float(sync_time(layer, row, bandwidth)[0])
-    for j, layer in enumerate(graph.layers):
-        for k, p in enumerate(layer.inputs):
-            total += float(transfer_costs(rows[p], layer, k, rows[j], bandwidth)[0][0, 0])
-    return total
+    return iteration_time(strategy_tables(graph, configs, device, bandwidth), [0] * len(graph.layers))
 
 
-def strategy_bytes(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> float:
+def strategy_bytes(graph: LayerGraph, configs: Sequence[LayerConfig], device: DeviceSpec,
+                   bandwidth: FloatArray) -> float:
     """Bytes moved per step (transfers both ways plus parameter sync) of stored configurations.
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = lenet5(8)
-    >>> strategy_bytes(g, [LayerConfig((1, 1, 1, 1), (0,))] * len(g), 2)
+    >>> strategy_bytes(g, [LayerConfig((1, 1, 1, 1), (0,))] * len(g), P100, paper_bandwidth(2))
     0.0
     """
-    rows = _rows(graph, configs, devices)
-    ones = np.ones((devices, devices))
-    total = sum(float(sync_bytes(layer, row)[0]) for layer, row in zip(graph.layers, rows, strict=True))
-    for j, layer in enumerate(graph.layers):
-        for k, p in enumerate(layer.inputs):
-            total += float(transfer_costs(rows[p], layer, k, rows[j], ones)[1][0, 0])
-    return total
+    tables = strategy_tables(graph, configs, device, bandwidth)
+    return communication_bytes(tables, [0] * len(graph.layers))

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.solvers.optcnn.configs import ConfigSpace, config_space
-from dnnpart.solvers.optcnn.costs import compute_time, sync_bytes, sync_time, transfer_costs
-from dnnpart.solvers.optcnn.hardware import DeviceSpec
-from dnnpart.solvers.optcnn.layers import LayerGraph
+from dnnpart.devices.specs import DeviceSpec
+from dnnpart.layerwise.configs import ConfigSpace, config_space
+from dnnpart.layerwise.costs import compute_time, sync_bytes, sync_time, transfer_costs
+from dnnpart.layerwise.layers import LayerGraph
 
 __all__ = ["CostTables", "build_tables", "communication_bytes", "iteration_time"]
 
@@ -58,13 +58,17 @@ class CostTables:
         return [c + s for c, s in zip(self.t_c, self.t_s, strict=True)]
 
 
-def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray) -> CostTables:
+def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray, *,
+                 spaces: Sequence[ConfigSpace] | None = None) -> CostTables:
     """Configuration spaces and all cost tables of ``graph`` on ``devices`` devices.
+
+    ``spaces`` (one per layer) replaces the enumerated configuration spaces, e.g. one stored
+    configuration per layer (:func:`~dnnpart.layerwise.strategy.strategy_tables`).
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
     >>> len(t.t_x), t.t_x[0].shape
     (7, (4, 5))
@@ -72,7 +76,11 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     bandwidth = np.asarray(bandwidth, dtype=np.float64)
     if bandwidth.shape != (devices, devices):
         raise ValueError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
-    spaces = tuple(config_space(layer, devices) for layer in graph.layers)
+    if spaces is None:
+        spaces = tuple(config_space(layer, devices) for layer in graph.layers)
+    spaces = tuple(spaces)
+    if len(spaces) != len(graph.layers):
+        raise ValueError(f"{len(spaces)} configuration spaces for {len(graph.layers)} layers")
     t_c = tuple(compute_time(layer, s, device) for layer, s in zip(graph.layers, spaces, strict=True))
     t_s = tuple(sync_time(layer, s, bandwidth) for layer, s in zip(graph.layers, spaces, strict=True))
     s_bytes = tuple(sync_bytes(layer, s) for layer, s in zip(graph.layers, spaces, strict=True))
@@ -95,8 +103,8 @@ def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
     >>> iteration_time(t, [0] * 8) == sum(float(c[0]) for c in t.t_c)
     True
@@ -114,8 +122,8 @@ def communication_bytes(tables: CostTables, strategy: Sequence[int]) -> float:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.hardware import P100, paper_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> t = build_tables(lenet5(64), 2, P100, paper_bandwidth(2))
     >>> communication_bytes(t, [0] * 8)   # one device: nothing moves
     0.0

@@ -1,8 +1,9 @@
-"""Device roofline and bandwidth matrices for OptCNN's cost model (paper 3, §6 setting).
+"""Paper 3's setting (§6): its GPU and its cluster, from the shared presets and generators.
 
-Both come from the shared layers: the roofline of a device preset of
-``dnnpart/cost/presets.yaml`` (:func:`roofline`) and the ``(d, d)`` bandwidth matrix of a
-cluster built by the shared topology generators and routing rule (:func:`paper_cluster`).
+Both come from the shared layers: the roofline is the ``P100`` device preset of
+``dnnpart/cost/presets.yaml`` (a :class:`~dnnpart.devices.specs.DeviceSpec`, as every cluster
+device carries), and the ``(d, d)`` bandwidth matrix is that of a cluster built by the shared
+topology generators and routing rule (:func:`paper_cluster`).
 
 * :data:`P100`: the ``P100`` preset (NVIDIA Tesla P100 SXM2, the paper's GPU): peak FP32
   10.6 TFLOP/s and HBM2 bandwidth 732 GB/s are NVIDIA's published figures (Tesla P100 data
@@ -18,16 +19,15 @@ cluster built by the shared topology generators and routing rule (:func:`paper_c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.cost.specs import load_catalog
 from dnnpart.devices.cluster import Cluster
 
 __all__ = [
-    "EDR_BPS", "NVLINK_BPS", "P100", "DeviceSpec", "paper_bandwidth", "paper_cluster",
-    "paper_cluster_spec", "roofline", "two_level_bandwidth", "uniform_bandwidth",
+    "EDR_BPS", "NVLINK_BPS", "P100", "paper_bandwidth", "paper_cluster", "paper_cluster_spec",
+    "two_level_bandwidth", "uniform_bandwidth",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,43 +38,8 @@ NVLINK_BPS = 20e9
 EDR_BPS = 100e9 / 8
 
 
-@dataclass(frozen=True)
-class DeviceSpec:
-    """Roofline of one device.
-
-    Examples
-    --------
-    >>> P100.flops_per_s
-    5300000000000.0
-    """
-
-    name: str
-    peak_flops: float
-    efficiency: float
-    mem_bandwidth: float
-
-    @property
-    def flops_per_s(self) -> float:
-        """Sustained FLOP/s: peak times efficiency."""
-        return self.peak_flops * self.efficiency
-
-
-def roofline(preset: str) -> DeviceSpec:
-    """The roofline of a shared device preset (sustained memory bandwidth = peak x efficiency).
-
-    Examples
-    --------
-    >>> roofline("P100").mem_bandwidth
-    732000000000.0
-    """
-    from dnnpart.cost.specs import load_catalog
-
-    spec = load_catalog().device(preset)
-    return DeviceSpec(spec.name, spec.peak_flops, spec.compute_efficiency, spec.effective_bandwidth)
-
-
-#: NVIDIA Tesla P100 SXM2 (see module docstring for sources).
-P100 = roofline("P100")
+#: NVIDIA Tesla P100 SXM2 (see module docstring for sources): the shared preset.
+P100 = load_catalog().device("P100")
 
 
 def two_level_bandwidth(nodes: int, per_node: int, intra: float = NVLINK_BPS,

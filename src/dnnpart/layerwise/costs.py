@@ -1,7 +1,7 @@
 """The three cost functions of paper 3, §5.1: t_C, t_X, t_S, each over whole configuration tables.
 
 Every function is vectorised over configurations with numpy broadcasting; a single pair is
-the same call on one-row spaces (see :func:`dnnpart.solvers.optcnn.configs.ConfigSpace`).
+the same call on one-row spaces (see :func:`dnnpart.layerwise.configs.ConfigSpace`).
 Tensors are FP32 (:data:`BYTES_PER_ELEMENT`).
 
 Choices where the paper is silent (also in ``docs/optcnn.md``, each tested):
@@ -35,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.solvers.optcnn.configs import ConfigSpace
-from dnnpart.solvers.optcnn.hardware import DeviceSpec
-from dnnpart.solvers.optcnn.layers import LayerSpec
+from dnnpart.devices.specs import DeviceSpec
+from dnnpart.layerwise.configs import ConfigSpace
+from dnnpart.layerwise.layers import LayerSpec
 
 __all__ = [
     "BYTES_PER_ELEMENT", "backward_factor", "compute_time", "input_region", "inverse_bandwidth",
@@ -59,7 +59,7 @@ def input_region(consumer: LayerSpec, k: int, lo: IntArray, hi: IntArray) -> tup
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.layers import NetBuilder
+    >>> from dnnpart.layerwise.layers import NetBuilder
     >>> b = NetBuilder("t", 2); x = b.input(1, 8, 8); y = b.conv("c", x, 4, 3, 2, 1)
     >>> conv = b.build().layers[y]
     >>> nlo, nhi = input_region(conv, 0, np.array([0, 0, 2, 0]), np.array([2, 4, 4, 4]))
@@ -106,7 +106,7 @@ def read_volume(consumer: LayerSpec, k: int, alo: IntArray, ahi: IntArray,
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.layers import NetBuilder
+    >>> from dnnpart.layerwise.layers import NetBuilder
     >>> b = NetBuilder("t", 1); x = b.input(1, 1, 7); y = b.conv("c", x, 1, 1, 3)   # 1x1, stride 3
     >>> conv = b.build().layers[y]
     >>> whole = (np.zeros(4, dtype=np.int64), np.array([1, 1, 1, 7]))
@@ -153,9 +153,9 @@ def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Con
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.hardware import uniform_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.hardware import uniform_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = lenet5(4)
     >>> a, b = config_space(g.layers[0], 2), config_space(g.layers[1], 2)
     >>> t, moved = transfer_costs(a, g.layers[1], 0, b, uniform_bandwidth(2, 2.0))
@@ -181,9 +181,9 @@ def transfer_time(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Conf
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.hardware import uniform_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.hardware import uniform_bandwidth
+    >>> from dnnpart.layerwise.models import lenet5
     >>> g = lenet5(4)
     >>> a, b = config_space(g.layers[0], 2), config_space(g.layers[1], 2)
     >>> t = transfer_time(a, g.layers[1], 0, b, uniform_bandwidth(2, 1.0))
@@ -206,9 +206,9 @@ def tile_forward_times(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec)
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.hardware import P100
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.hardware import P100
+    >>> from dnnpart.layerwise.models import vgg16
     >>> layer = vgg16(32).layers[3]
     >>> f = tile_forward_times(layer, config_space(layer, 2), P100)
     >>> f.shape, bool(f[0, 1] == 0.0)
@@ -245,8 +245,8 @@ def tile_forward_times(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec)
     else:  # input: tiles are loaded in place
         return np.zeros_like(out_elems)
     bytes_ = BYTES_PER_ELEMENT * (in_elems + out_elems + param_elems)
-    out: FloatArray = np.where(out_elems > 0, np.maximum(flops / device.flops_per_s,
-                                                         bytes_ / device.mem_bandwidth), 0.0)
+    out: FloatArray = np.where(out_elems > 0, np.maximum(flops / device.effective_flops,
+                                                         bytes_ / device.effective_bandwidth), 0.0)
     return out
 
 
@@ -256,7 +256,7 @@ def backward_factor(layer: LayerSpec) -> float:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.models import lenet5
+    >>> from dnnpart.layerwise.models import lenet5
     >>> [backward_factor(x) for x in lenet5(1).layers[:3]]
     [1.0, 2.0, 1.0]
     """
@@ -268,9 +268,9 @@ def compute_time(layer: LayerSpec, space: ConfigSpace, device: DeviceSpec) -> Fl
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.hardware import P100
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.hardware import P100
+    >>> from dnnpart.layerwise.models import vgg16
     >>> layer = vgg16(32).layers[3]
     >>> t = compute_time(layer, config_space(layer, 4), P100)
     >>> bool(t[0] > 3.9 * t[-1])   # 4 tiles: about a quarter of the work each
@@ -289,8 +289,8 @@ def sync_bytes(layer: LayerSpec, space: ConfigSpace) -> FloatArray:
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.models import vgg16
     >>> fc = vgg16(8).layers[-2]
     >>> space = config_space(fc, 2)
     >>> sync_bytes(fc, space)[space.index((2, 1, 1, 1))] == 2 * 4 * fc.params
@@ -306,9 +306,9 @@ def sync_time(layer: LayerSpec, space: ConfigSpace, bandwidth: FloatArray) -> Fl
 
     Examples
     --------
-    >>> from dnnpart.solvers.optcnn.configs import config_space
-    >>> from dnnpart.solvers.optcnn.hardware import uniform_bandwidth
-    >>> from dnnpart.solvers.optcnn.models import vgg16
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.hardware import uniform_bandwidth
+    >>> from dnnpart.layerwise.models import vgg16
     >>> fc = vgg16(8).layers[-2]
     >>> space = config_space(fc, 2)
     >>> t = sync_time(fc, space, uniform_bandwidth(2, 1e9))

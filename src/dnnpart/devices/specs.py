@@ -1,0 +1,204 @@
+"""Device and link specifications: the roofline that prices a device, and a link's speed.
+
+A :class:`DeviceSpec` is what a device *is* (peak FLOP/s, memory bandwidth, efficiencies);
+every cluster device may carry one (:attr:`dnnpart.devices.cluster.Device.spec`), and every
+cost model reads it from there or from the preset catalog (:mod:`dnnpart.cost.specs`), which
+holds named specs. :func:`device_spec_from_dict` and :func:`device_spec_to_dict` are the one
+reading and writing of a spec, for catalogs and for cluster files alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from dnnpart.errors import FormatError
+
+ACCELERATOR = "accelerator"
+CPU = "cpu"
+#: Compute precisions the cost model knows; bytes per element of each.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSpec:
+    """Roofline parameters of one device.
+
+    Parameters
+    ----------
+    name : preset name, e.g. ``"A100-40GB"``.
+    kind : ``"accelerator"`` or ``"cpu"`` (the graph column it prices).
+    peak_flops : peak rate in FLOP/s (an FMA counts as 2 FLOPs).
+    memory_bandwidth : device memory bandwidth in bytes/s.
+    memory_bytes : capacity (``inf`` = unbounded).
+    compute_efficiency, bandwidth_efficiency : fractions of the peaks real kernels sustain.
+    launch_overhead_s : fixed time per operator (kernel launch / dispatch).
+    default_link : link that joins several devices of this kind (``"4xA100"`` shorthand).
+    host_link : link to host DRAM.
+    peak_flops_tf32, peak_flops_bf16, peak_flops_fp16 : dense tensor-core peaks for those
+        precisions (``None``: the device has no faster path; ``peak_flops`` applies).
+
+    Examples
+    --------
+    >>> d = DeviceSpec(name="toy", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11)
+    >>> d.effective_flops, d.effective_bandwidth
+    (1000000000000.0, 100000000000.0)
+    """
+
+    name: str
+    kind: str
+    peak_flops: float
+    memory_bandwidth: float
+    memory_bytes: float = math.inf
+    compute_efficiency: float = 1.0
+    bandwidth_efficiency: float = 1.0
+    launch_overhead_s: float = 0.0
+    default_link: str = ""
+    host_link: str = ""
+    peak_flops_tf32: float | None = None
+    peak_flops_bf16: float | None = None
+    peak_flops_fp16: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in (ACCELERATOR, CPU):
+            raise ValueError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
+        for attr in ("peak_flops", "memory_bandwidth"):
+            value = getattr(self, attr)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"device {self.name}: {attr} must be a finite number > 0, got {value}")
+        for attr in ("compute_efficiency", "bandwidth_efficiency"):
+            value = getattr(self, attr)
+            if not (0 < value <= 1):
+                raise ValueError(f"device {self.name}: {attr} must be in (0, 1], got {value}")
+        if not (math.isfinite(self.launch_overhead_s) and self.launch_overhead_s >= 0):
+            raise ValueError(
+                f"device {self.name}: launch_overhead_s must be >= 0, got {self.launch_overhead_s}"
+            )
+        if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
+            raise ValueError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
+
+    @property
+    def effective_flops(self) -> float:
+        """Sustained FLOP/s: peak x compute efficiency."""
+        return self.peak_flops * self.compute_efficiency
+
+    def peak_at(self, precision: str) -> float:
+        """Peak FLOP/s at ``precision`` (``fp32``, ``tf32``, ``bf16``, ``fp16``).
+
+        Examples
+        --------
+        >>> d = DeviceSpec(name="t", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
+        ...                peak_flops_bf16=8e12)
+        >>> d.peak_at("bf16"), d.peak_at("tf32")
+        (8000000000000.0, 1000000000000.0)
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        value = None if precision == "fp32" else getattr(self, f"peak_flops_{precision}")
+        return self.peak_flops if value is None else float(value)
+
+    @property
+    def effective_bandwidth(self) -> float:
+        """Sustained bytes/s: peak x bandwidth efficiency."""
+        return self.memory_bandwidth * self.bandwidth_efficiency
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkSpec:
+    """A link: ``time = latency + bytes / bandwidth``.
+
+    Examples
+    --------
+    >>> LinkSpec(name="pcie", bandwidth=16e9, latency=1e-6).transfer_time_s(16e6)
+    0.001001
+    """
+
+    name: str
+    bandwidth: float
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ValueError(f"link {self.name}: bandwidth must be a finite number > 0, got {self.bandwidth}")
+        if not (math.isfinite(self.latency) and self.latency >= 0):
+            raise ValueError(f"link {self.name}: latency must be >= 0, got {self.latency}")
+
+    def transfer_time_s(self, n_bytes: float) -> float:
+        """Seconds to move ``n_bytes`` over the link (0 bytes cost nothing)."""
+        return 0.0 if n_bytes <= 0 else self.latency + n_bytes / self.bandwidth
+
+
+def spec_number(value: Any, where: str) -> float:
+    """A number of a spec file (YAML 1.1 reads ``1.5e12`` as text); ``FormatError`` names it."""
+    if isinstance(value, bool):
+        raise FormatError(f"{where}: expected a number, got {value!r}")
+    try:
+        return float(value)  # YAML 1.1 reads 1.5e12 (no exponent sign) as text
+    except (TypeError, ValueError):
+        raise FormatError(f"{where}: expected a number, got {value!r}") from None
+
+
+_DEVICE_NUMBERS = (
+    "peak_flops",
+    "memory_bandwidth",
+    "memory_bytes",
+    "compute_efficiency",
+    "bandwidth_efficiency",
+    "launch_overhead_s",
+    "peak_flops_tf32",
+    "peak_flops_bf16",
+    "peak_flops_fp16",
+)
+
+
+def device_spec_from_dict(entry: Any, where: str, name: str | None = None) -> DeviceSpec:
+    """A spec from its mapping; ``FormatError`` names the field. A catalog entry is named by
+    its key (``name``); a cluster file's spec names itself (a ``name`` field).
+
+    Examples
+    --------
+    >>> device_spec_from_dict({"kind": "cpu", "peak_flops": "1e12", "memory_bandwidth": 1e11},
+    ...                       "devices.x", name="x").effective_flops
+    1000000000000.0
+    """
+    if not isinstance(entry, dict):
+        raise FormatError(f"{where}: expected a mapping")
+    own = name is None
+    if own and not isinstance(entry.get("name"), str):
+        raise FormatError(f"{where}.name: expected the spec's name (text)")
+    kwargs: dict[str, Any] = {"name": str(entry["name"] if own else name),
+                              "kind": str(entry.get("kind", ACCELERATOR))}
+    for key in _DEVICE_NUMBERS:
+        if key in entry and entry[key] is not None:
+            kwargs[key] = spec_number(entry[key], f"{where}.{key}")
+    for key in ("default_link", "host_link"):
+        if key in entry:
+            kwargs[key] = str(entry[key])
+    allowed = {"kind", "default_link", "host_link", *_DEVICE_NUMBERS} | ({"name"} if own else set())
+    unknown = set(entry) - allowed
+    if unknown:
+        raise FormatError(f"{where}: unknown field(s) {sorted(unknown)}")
+    try:
+        return DeviceSpec(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"{where}: {exc}") from None
+
+
+def device_spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
+    """The mapping :func:`device_spec_from_dict` reads back (``inf`` memory as the text "inf").
+
+    Examples
+    --------
+    >>> d = DeviceSpec(name="t", kind="cpu", peak_flops=1e12, memory_bandwidth=1e11)
+    >>> device_spec_from_dict(device_spec_to_dict(d), "spec") == d
+    True
+    """
+    out: dict[str, Any] = {}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if value is None or value == "":
+            continue
+        out[f.name] = "inf" if isinstance(value, float) and math.isinf(value) else value
+    return out
