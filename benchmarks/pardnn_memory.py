@@ -9,7 +9,7 @@ topological order, reference ops with their variable -- says whether a placement
 caps is easy to find. Reports success where the oracle fits, moved nodes / |V| and makespan
 after / before. Writes ``bench-results/pardnn_memory.md``.
 
-Graphs: the ``--graphs`` given (anything ``dnnpart.io.load_problem`` reads, e.g. issue 14's
+Graphs: the ``--graphs`` given (anything ``dnnpart.workflow.load_problem`` reads, e.g. issue 14's
 ``zoo:word-rnn``), else seeded layered DAGs.
 
 Run: ``PYTHONPATH=src python benchmarks/pardnn_memory.py [--graphs G ...] [--nodes 5000] [--time-limit 120]``
@@ -66,7 +66,7 @@ def main() -> None:
     ]
     rows: list[dict[str, Any]] = []
     if args.graphs:
-        from dnnpart.io import load_problem
+        from dnnpart.workflow import load_problem
 
         graphs = [(name, load_problem(name, cluster=resolve_cluster("1xV100").cluster).graph)
                   for name in args.graphs]

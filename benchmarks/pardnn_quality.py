@@ -3,7 +3,7 @@
 For every graph and K in {2, 4, 8, 16} (``KxV100`` clusters), the op-level emulator of
 ``dnnpart.simulate`` scores PARDNN (step 1 only), the CP heuristic, linear clustering + GLB
 (EST-first, ``--lc-budget`` seconds) and round-robin, beside the lower bound. Graphs: the
-``--graphs`` given (anything ``dnnpart.io.load_problem`` reads, e.g. the captured training
+``--graphs`` given (anything ``dnnpart.workflow.load_problem`` reads, e.g. the captured training
 graphs of the real-models issue), else seeded layered random DAGs of several widths standing
 in for them. Writes ``bench-results/pardnn_quality.md``. "PARDNN" is the paper's step 1 alone;
 "guarded" is what ``--method pardnn`` returns with its defaults (``cp_guard=true
@@ -54,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     graphs: list[tuple[str, Graph]] = []
     if args.graphs:
-        from dnnpart.io import load_problem
+        from dnnpart.workflow import load_problem
 
         graphs = [(g, load_problem(g, cluster=resolve_cluster("1xV100").cluster).graph)
                   for g in args.graphs]

@@ -32,8 +32,8 @@ def inputs(
     if like != "layered":
         spec = f"zoo:synthetic:nodes={n},edges={edges_per_node * n},seed={seed},like={like}"
         try:
-            from dnnpart.io import load_problem
             from dnnpart.solvers.pardnn.memory_balance import node_memory
+            from dnnpart.workflow import load_problem
 
             graph = load_problem(spec).graph
         except Exception as exc:  # the generator is not on this checkout

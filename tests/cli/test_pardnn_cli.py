@@ -8,10 +8,6 @@ from pathlib import Path
 import pytest
 from tests.cli.test_cli import run
 
-from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
-
-pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="needs the makespan objective")
-
 GRAPH = "zoo:resnet18-training"
 
 
@@ -25,7 +21,8 @@ def pardnn_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
 
 
 def test_placement_text_names_every_node_with_its_plan_device(capsys, tmp_path, pardnn_plan):
-    from dnnpart.io import load_problem, read_plan
+    from dnnpart.io import read_plan
+    from dnnpart.workflow import load_problem
 
     out = tmp_path / "placement.txt"
     code, _, _ = run(capsys, "export", pardnn_plan, "--format", "placement-text", "--graph", GRAPH,
@@ -58,7 +55,7 @@ def test_placement_text_without_graph_or_model_is_one_error_line(capsys, tmp_pat
 def test_placement_text_follows_the_graph_a_solve_plan_names(capsys, tmp_path, pardnn_plan):
     code, _, err = run(capsys, "export", pardnn_plan, "--format", "placement-text", "-o",
                        str(tmp_path / "x.txt"))
-    from dnnpart.io import load_problem
+    from dnnpart.workflow import load_problem
 
     assert code == 0, err
     assert len((tmp_path / "x.txt").read_text().splitlines()) == load_problem(GRAPH).graph.n_nodes

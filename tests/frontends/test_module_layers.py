@@ -19,11 +19,11 @@ from dnnpart.errors import FormatError, MissingDependencyError  # noqa: E402
 from dnnpart.frontends.export_import import export_graph_module, export_ir  # noqa: E402
 from dnnpart.frontends.module_layers import layers_from_ir, model_layer_graph  # noqa: E402
 from dnnpart.frontends.sources import ModelOptions  # noqa: E402
-from dnnpart.io import load_problem  # noqa: E402
 from dnnpart.layerwise.graphs import graph_from_layers, layers_from_attrs  # noqa: E402
 from dnnpart.layerwise.layers import LayerGraph  # noqa: E402
 from dnnpart.problem import Objective  # noqa: E402
 from dnnpart.solvers import solve  # noqa: E402
+from dnnpart.workflow import load_problem  # noqa: E402
 
 LEAVES = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Linear)
 

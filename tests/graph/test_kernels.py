@@ -144,7 +144,7 @@ lsk = pytest.importorskip("dnnpart.baselines.local_search_kernels")
 
 
 def _ls_arrays(problem):
-    from dnnpart.evaluate.loads import node_times
+    from dnnpart.pricing.loads import node_times
 
     g, cl = problem.graph, problem.cluster
     n, d = g.n_nodes, cl.n_devices

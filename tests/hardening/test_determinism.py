@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from dnnpart.errors import DnnpartError
-from dnnpart.io import load_problem
 from dnnpart.solvers import available_methods, solve
 from dnnpart.testing import random_problem
+from dnnpart.workflow import load_problem
 
 METHODS = [m.name for m in available_methods() if m.name != "expert" and "throughput" in m.objectives]
 

@@ -181,7 +181,7 @@ def test_emulator_equals_naive_twin_and_memory_equals_eq2(case):
 @given(cases())
 def test_kernel_equals_its_plain_python_twin(case):
     g, c, a, contention = case
-    from dnnpart.evaluate.loads import node_times
+    from dnnpart.pricing.loads import node_times
     from dnnpart.simulate import transfer_bytes
     from dnnpart.simulate.ops import contention_resources
 

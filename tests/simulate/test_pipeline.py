@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from dnnpart.devices import Device, reference_cluster
 from dnnpart.devices.cluster import Link
 from dnnpart.devices.topology import cluster_from_links, uniform_dist
-from dnnpart.simulate import Stage, ring_allreduce_time, simulate_pipeline
+from dnnpart.pricing import inverse_bandwidth, ring_allreduce_time
+from dnnpart.simulate import Stage, simulate_pipeline
 
 
 def _free(d):
@@ -198,8 +199,8 @@ def test_ring_allreduce_closed_form_at_the_slowest_link(r, seed, w):
     c = cluster_from_links(c.devices, c.links, time_unit_s=1.0)
     ring = list(range(r))
     slowest = min(c.bandwidth[ring[k], ring[(k + 1) % r]] for k in range(r))
-    assert ring_allreduce_time(c, ring, float(w)) == pytest.approx(2 * (r - 1) * w / (r * slowest),
-                                                                   rel=1e-12)
+    got = ring_allreduce_time(inverse_bandwidth(c.bandwidth), c.latency, ring, float(w))
+    assert got == pytest.approx(2 * (r - 1) * w / (r * slowest), rel=1e-12)
     # in a pipeline step: the all-reduce follows the stage's last backward
     stage = Stage(devices=tuple(ring), forward=1.0, backward=1.0, weight_bytes=float(w))
     res = simulate_pipeline([stage], c, microbatches=r)

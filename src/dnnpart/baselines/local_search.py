@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
+from dnnpart.pricing.loads import node_times
 from dnnpart.problem import Problem
 from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan

@@ -127,7 +127,7 @@ PIPELINE = MethodInfo(
     "(what torch.distributed.pipelining schedules run)",
     guarantee="heuristic; optimal among consecutive-range splits by compute time only",
     objectives=("throughput",),
-    source="ours (issue 19): the runnable linear pipeline",
+    source="ours: the runnable linear pipeline",
     space=CONTIGUOUS,
 )
 

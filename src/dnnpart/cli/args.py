@@ -62,7 +62,7 @@ def add_method_args(p: argparse.ArgumentParser, *, default: str | None, method_h
     p.add_argument("--deterministic", action="store_true",
                    help="the same plan run to run (one search order, deterministic time, fixed seeds)")
     p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
-                   help="method option, e.g. --set max_ideals=5000000 (repeatable)")
+                   help="method option, e.g. --set max_ideals=5e6 (repeatable)")
     ip = p.add_argument_group("integer programs (--method ip | ip-noncontig)")
     # the choices of dnnpart.solvers.ip.backend.BACKEND_CHOICES, written out so that the CLI
     # starts without importing the solvers (tests/cli checks that the two agree)

@@ -17,11 +17,12 @@ from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError, ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph import algorithms as alg
-from dnnpart.io import load_problem, plan_to_dict, read_plan
+from dnnpart.io import plan_to_dict, read_plan
 from dnnpart.limits import check_output_path
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import available_methods, get_method, solve
+from dnnpart.workflow import load_problem
 
 
 def _problem(args: argparse.Namespace) -> Problem:

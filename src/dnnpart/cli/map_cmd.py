@@ -79,9 +79,10 @@ def cmd_map(args: argparse.Namespace, out: Any) -> int:
     from dnnpart.cli.render import fmt
     from dnnpart.cost import resolve_cluster
     from dnnpart.io.stages_file import read_stages
+    from dnnpart.pricing.stages import max_stage_time
     from dnnpart.solvers.parmesan import Topology, map_stages
     from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
-    from dnnpart.solvers.parmesan.cost import choose_instantiation, max_stage_time
+    from dnnpart.solvers.parmesan.cost import choose_instantiation
 
     opts = _options(args)
     stages = read_stages(args.stages)

@@ -450,7 +450,7 @@ def _plan_problem(args: argparse.Namespace, out: Renderer) -> tuple[Any, Any, Pr
     from dnnpart.problem import Problem
 
     if args.objective == "iteration":
-        from dnnpart.io import load_problem
+        from dnnpart.workflow import load_problem
 
         priced = _priced_cluster(args.cluster, getattr(args, "specs", None))
         objective = objective_from_args(args)
@@ -791,7 +791,7 @@ def _export_placement_text(args: argparse.Namespace, out: Renderer) -> int:
 
     if args.graph:
         from dnnpart.cost import resolve_cluster
-        from dnnpart.io import load_problem
+        from dnnpart.workflow import load_problem
 
         cluster = resolve_cluster(args.cluster).cluster if args.cluster else plan_cluster(args.plan)
         problem = load_problem(args.graph, cluster=cluster)

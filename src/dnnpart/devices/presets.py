@@ -65,7 +65,7 @@ def two_level_cluster(
     ``group`` entry is 0 and means nothing). The graph's edge costs are read as times at the
     *intra-group* link (``reference_bandwidth = intra_bandwidth``), so a transfer between
     groups, or to or from a CPU, costs ``intra_bandwidth / inter_bandwidth`` times more
-    (see :func:`dnnpart.evaluate.loads.load_breakdown`).
+    (see :func:`dnnpart.pricing.loads.load_breakdown`).
 
     Examples
     --------

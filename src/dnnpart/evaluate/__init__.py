@@ -1,10 +1,14 @@
 """``evaluate(problem, plan)``: the single source of truth for a plan's cost.
 
-Every solver's reported objective equals ``evaluate(problem, plan).objective``.
+Every solver's reported objective equals ``evaluate(problem, plan).objective``. Every plan gets
+paper 1's per-device loads, memory, feasibility and contiguity; the objective itself comes from
+the evaluator of its kind in :data:`EVALUATORS` (paper 1's loads or latency, paper 2's op-level
+emulation, paper 3's Eq. 1, paper 4's simulated pipeline).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,12 +16,12 @@ import numpy as np
 
 from dnnpart._arrays import unique_ints
 from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
-from dnnpart.evaluate.loads import LoadBreakdown, combine, load_breakdown, node_times
 from dnnpart.evaluate.replication import allreduce_time, checked_replication, combine_replicated
 from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
-from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, PIPELINE, Problem
+from dnnpart.pricing.loads import LoadBreakdown, combine, load_breakdown, node_times
+from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, PIPELINE, THROUGHPUT, Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -134,31 +138,14 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         by_part = np.stack((combine_replicated(by_part[0], counts, zero, objective.overlap),
                             combine_replicated(by_part[1], counts, allreduce, objective.overlap)))
         total = combine_replicated(total, counts, allreduce, objective.overlap)
-    simulation = None
-    if objective.kind in (MAKESPAN, PIPELINE):
-        value, memory, simulation = _simulate(problem, plan, a)
+    scored = EVALUATORS[objective.kind](_Placed(problem=problem, plan=plan, assignment=a, load=total,
+                                                by_part=by_part, memory=memory))
+    memory = memory if scored.memory is None else scored.memory
     violations = _violations(problem, a, memory)
-    contiguous = _contiguity(graph, a, cluster.n_devices)
-
-    latency = None
-    if objective.kind in (MAKESPAN, PIPELINE):
-        pass
-    elif objective.kind == ITERATION:
-        from dnnpart.evaluate.iteration import iteration_value
-
-        value, simulation = iteration_value(problem, plan)
-    elif objective.kind == LATENCY:
-        subgraph = None if plan.subgraph is None else plan.subgraph.astype(np.int64)
-        latency = single_sample_latency(graph, cluster, a, subgraph)
-        if latency.problem:
-            violations.append(latency.problem)
-        value = latency.latency
-    elif objective.training == "gpipe":
-        value = float(by_part[0].max() + by_part[1].max())
-    else:
-        value = float(total.max())
+    if scored.problem:
+        violations.append(scored.problem)
     return Evaluation(
-        objective=value,
+        objective=scored.value,
         feasible=not violations,
         violations=tuple(violations),
         load=total,
@@ -166,11 +153,74 @@ def evaluate(problem: Problem, plan: Plan) -> Evaluation:
         backward_load=by_part[1],
         breakdown=parts,
         memory_bytes=memory,
-        contiguous=contiguous,
-        latency=latency,
+        contiguous=_contiguity(graph, a, cluster.n_devices),
+        latency=scored.latency,
         allreduce=allreduce,
-        simulation=simulation,
+        simulation=scored.simulation,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Placed:
+    """What every evaluator reads: the plan, its assignment, paper 1's loads and static memory."""
+
+    problem: Problem
+    plan: Plan
+    assignment: IntArray
+    load: FloatArray
+    by_part: FloatArray
+    memory: FloatArray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Scored:
+    """An evaluator's answer: the objective, and where it has them, peak memory per device
+    (replacing the static memory), the simulator's figures, latency details and one more
+    violation."""
+
+    value: float
+    memory: FloatArray | None = None
+    simulation: dict[str, Any] | None = None
+    latency: LatencyResult | None = None
+    problem: str = ""
+
+
+def _throughput(p: _Placed) -> _Scored:
+    """Paper 1: the most loaded device (PipeDream form), or max FW + max BW (GPipe form)."""
+    if p.problem.objective.training == "gpipe":
+        return _Scored(value=float(p.by_part[0].max() + p.by_part[1].max()))
+    return _Scored(value=float(p.load.max()))
+
+
+def _latency(p: _Placed) -> _Scored:
+    """Paper 1, section 4: single-sample latency of the plan's subgraph order."""
+    subgraph = None if p.plan.subgraph is None else p.plan.subgraph.astype(np.int64)
+    latency = single_sample_latency(p.problem.graph, p.problem.cluster, p.assignment, subgraph)
+    return _Scored(value=latency.latency, latency=latency, problem=latency.problem or "")
+
+
+def _iteration(p: _Placed) -> _Scored:
+    """Paper 3: Eq. 1's t_O of the plan's layer configurations."""
+    from dnnpart.evaluate.iteration import iteration_value
+
+    value, figures = iteration_value(p.problem, p.plan)
+    return _Scored(value=value, simulation=figures)
+
+
+def _simulated(p: _Placed) -> _Scored:
+    """Papers 2 and 4: the op-level emulation's makespan, or a pipeline step per sample."""
+    value, memory, figures = _simulate(p.problem, p.plan, p.assignment)
+    return _Scored(value=value, memory=memory, simulation=figures)
+
+
+#: Objective kind -> its evaluator: the one place that says how each objective is scored.
+EVALUATORS: dict[str, Callable[[_Placed], _Scored]] = {
+    THROUGHPUT: _throughput,
+    LATENCY: _latency,
+    MAKESPAN: _simulated,
+    PIPELINE: _simulated,
+    ITERATION: _iteration,
+}
 
 
 def _simulate(problem: Problem, plan: Plan, a: IntArray) -> tuple[float, FloatArray, dict[str, Any]]:

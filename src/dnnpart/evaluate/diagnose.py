@@ -118,7 +118,7 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     True
     """
     from dnnpart.evaluate import evaluate
-    from dnnpart.evaluate.loads import node_times
+    from dnnpart.pricing.loads import node_times
 
     if problem.objective.kind not in ("throughput", "pipeline") or plan.layer_configs is not None:
         return None

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnpart.devices.cluster import Cluster
-from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.core import FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
+from dnnpart.pricing.loads import node_times
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -107,7 +107,7 @@ def import_model_spec(
 
     This is the one place where a GRAPH argument that names a model is resolved (the CLI's
     ``info``, ``solve``, ``evaluate``, ``simulate`` go through
-    :func:`dnnpart.io.load_problem`, which calls it).
+    :func:`dnnpart.workflow.load_problem`, which calls it).
     """
     from dnnpart.cost.clusters import resolve_cluster
 

@@ -6,11 +6,11 @@ messages that start with the path of the offending field.
 
 from dnnpart.io.cluster_file import parse_cluster, read_cluster
 from dnnpart.io.dnn_partitioning import parse_problem, read_problem, write_problem
-from dnnpart.io.loader import load_problem
+from dnnpart.io.loader import load_file
 from dnnpart.io.plan_files import parse_plan, plan_to_dict, read_plan, write_plan
 
 __all__ = [
-    "load_problem",
+    "load_file",
     "parse_cluster",
     "parse_plan",
     "parse_problem",

@@ -1,9 +1,12 @@
-"""One entry point for "a graph the user named": a file or a built-in example."""
+"""Graph files: a dnn-partitioning ``.json`` or a native ``.npz``, as a :class:`Problem`.
+
+Model specs (``zoo:``, ``hf:``, ``builtin:``, ...) are resolved above the file formats, by
+:func:`dnnpart.workflow.load_problem`, which reads files through :func:`load_file`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError
@@ -13,45 +16,7 @@ from dnnpart.io.dnn_partitioning import looks_like_reference, parse_problem
 from dnnpart.limits import check_finite_sum
 from dnnpart.problem import Objective, Problem
 
-if TYPE_CHECKING:
-    from dnnpart.frontends.sources import ModelOptions
-
-
-#: ModelOptions fields a graph file or zoo: example cannot honour, and their CLI flags.
-_MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype", "training": "--training",
-                "optimizer": "--optimizer", "precision": "--precision", "config_file": "--config",
-                "granularity": "--granularity"}
-
-
-def _layer_graph_name(text: str, objective: Objective | None) -> str | None:
-    """The layer graph ``builtin:NAME`` names here, or ``None`` (see :func:`load_problem`)."""
-    if not text.startswith("builtin:"):
-        return None
-    from dnnpart.layerwise.graphs import LAYER_GRAPHS
-    from dnnpart.problem import ITERATION
-
-    name = text.partition(":")[2].strip().lower().replace("-", "_")
-    iteration = objective is not None and objective.kind == ITERATION
-    if iteration and name not in LAYER_GRAPHS:
-        raise FormatError(f"{text}: the iteration objective needs a layer graph; builtin layer graphs "
-                          f"are {', '.join(LAYER_GRAPHS)}")
-    torch_names = ("resnet50", "inception_v3", "bert")  # dnnpart.frontends.models.BUILTIN_MODELS
-    if name in LAYER_GRAPHS and (iteration or name not in torch_names):
-        return name
-    return None
-
-
-def _refuse_model_flags(model: ModelOptions | None, text: str) -> None:
-    if model is None:
-        return
-    from dnnpart.frontends.sources import ModelOptions
-
-    defaults = ModelOptions()
-    used = [flag for name, flag in _MODEL_FLAGS.items() if getattr(model, name) != getattr(defaults, name)]
-    if used:
-        flags = ", ".join(used)
-        raise FormatError(f"{flags}: apply to model specs (hf:, builtin:, module:, torchvision:, "
-                          f".onnx), not to {text}")
+__all__ = ["check_graph_sums", "load_file"]
 
 
 def check_graph_sums(graph: Graph, source: str) -> None:
@@ -66,78 +31,19 @@ def check_graph_sums(graph: Graph, source: str) -> None:
     check_finite_sum(graph.edge_bytes, f"{source}: edge bytes")
 
 
-def load_problem(
-    spec: str | Path,
-    *,
-    cluster: Cluster | None = None,
-    objective: Objective | None = None,
-    model: ModelOptions | None = None,
-) -> Problem:
-    """Load ``zoo:NAME`` (built-in example), a dnn-partitioning ``.json``, a native ``.npz``, or
-    a model spec (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``) imported on
-    the fly with ``model``'s options.
-
-    ``builtin:NAME`` names one of paper 3's layer graphs (:mod:`dnnpart.layerwise.graphs`:
-    lenet5, alexnet, vgg16, inception_v3, resnet50, resnet152) under ``--objective iteration``,
-    and wherever NAME is not a torch builtin model; otherwise the torch model of that name.
-    Other model specs under ``--objective iteration`` become layer graphs at module
-    granularity (:mod:`dnnpart.frontends.module_layers`).
-
-    ``cluster`` replaces the cluster the source carries; a native graph file carries none, and a
-    model spec is priced for, and by default placed on, 4 A100s and a host CPU.
+def load_file(path: str | Path, *, cluster: Cluster | None = None,
+              objective: Objective | None = None) -> Problem:
+    """A dnn-partitioning ``.json`` (its cluster, unless ``cluster`` replaces it) or a native
+    ``.npz`` graph (which carries no cluster: ``cluster`` is required).
 
     Examples
     --------
-    >>> load_problem("nowhere.json")
+    >>> load_file("nowhere.json")
     Traceback (most recent call last):
     ...
     dnnpart.errors.FormatError: nowhere.json: no such file
     """
-    text = str(spec)
-    layers = _layer_graph_name(text, objective)
-    if layers is not None:
-        _refuse_model_flags(model, text)
-        from dnnpart.layerwise.graphs import layer_graph
-
-        if cluster is None:
-            raise FormatError(f"{text}: a builtin layer graph carries no cluster; pass one (--cluster)")
-        return Problem(graph=layer_graph(layers), cluster=cluster, objective=objective or Objective(),
-                       name=layers)
-    from dnnpart.frontends.sources import is_model_spec
-    from dnnpart.problem import ITERATION
-
-    if is_model_spec(text) and objective is not None and objective.kind == ITERATION:
-        # a real model as paper 3's layer graph (module granularity; frontends/module_layers.py)
-        from dnnpart.frontends.module_layers import model_layer_graph
-        from dnnpart.layerwise.graphs import graph_from_layers
-
-        if cluster is None:
-            raise FormatError(f"{text}: the iteration objective needs a cluster of accelerators (--cluster)")
-        layers_of_model = model_layer_graph(text, model)
-        return Problem(graph=graph_from_layers(layers_of_model), cluster=cluster, objective=objective,
-                       name=layers_of_model.name)
-    if is_model_spec(text):
-        from dnnpart.frontends.sources import import_model_spec
-
-        imported, priced = import_model_spec(text, model)
-        return Problem(
-            graph=imported.graph,
-            cluster=cluster or priced.cluster,
-            objective=objective or Objective(),
-            name=imported.ir.name,
-        )
-    _refuse_model_flags(model, text)
-    if text.startswith("zoo:"):
-        from dnnpart.zoo import load_example
-
-        try:
-            problem = load_example(text)
-        except ValueError as exc:
-            raise FormatError(str(exc)) from None
-        if cluster is not None:
-            problem = Problem(graph=problem.graph, cluster=cluster, name=problem.name)
-        return problem if objective is None else problem.with_objective(objective)
-    path = Path(text)
+    path = Path(path)
     if path.suffix == ".npz":
         from dnnpart.io.native import load_graph
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
-from dnnpart.solvers.parmesan.stages import PipelineStages
+from dnnpart.stages import PipelineStages
 
 STAGES_FORMAT = "dnnpart.stages"
 

@@ -48,11 +48,11 @@ PER_GPU_BATCH = 32
 #: Paper's Table 3 (4 GPUs): Algorithm 1 and DFS seconds.
 PAPER_TABLE3 = {"lenet5": (0.01, "5.6 s"), "alexnet": (0.02, "2.1 h"), "vgg16": (0.1, "> 24 h"),
                 "inception_v3": (0.4, "> 24 h")}
-#: Targets of issue 17 on Algorithm 1's search time, (model, devices) -> seconds.
+#: Our targets for Algorithm 1's search time, (model, devices) -> seconds.
 TARGETS = {("vgg16", 4): 0.2, ("inception_v3", 4): 0.5, ("inception_v3", 16): 5.0}
 #: Paper §6.1: speedup on 16 GPUs over one, layer-wise and best other strategy.
 PAPER_SPEEDUP = {"alexnet": (12.2, 6.1), "vgg16": (14.8, 10.2), "inception_v3": (15.5, 11.2)}
-#: Networks whose replay must stay within 10% of t_O (issue 17).
+#: Networks whose replay must stay within 10% of t_O (our target).
 REPLAYED = ("alexnet", "vgg16")
 
 

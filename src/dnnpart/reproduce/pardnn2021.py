@@ -97,7 +97,7 @@ class Report:
 
 def load_workload(model: str, specs: tuple[str, str]) -> tuple[str, Graph]:
     """The model's graph: its issue-14 spec, else the stand-in (returned spec says which)."""
-    from dnnpart.io import load_problem
+    from dnnpart.workflow import load_problem
 
     for spec in dict.fromkeys(specs):
         try:
@@ -231,7 +231,7 @@ def table4_row(graph: Graph, ks: tuple[int, ...], fraction: float,
 
 def timing_graph(n: int) -> tuple[str, Graph]:
     """The issue-14 generator's graph of ``n`` nodes if it exists, else a layered DAG."""
-    from dnnpart.io import load_problem
+    from dnnpart.workflow import load_problem
 
     spec = f"zoo:synthetic:nodes={n},edges={5 * n},seed=1,like=word-rnn"
     try:

@@ -105,7 +105,7 @@ def run_cell(
         return Cell(value=None, note=f"{NOT_AVAILABLE} for {problem.objective.kind}")
     started = time.perf_counter()
     try:
-        # deterministic: a rerun of the same table gives the same plans (issue 13)
+        # deterministic: a rerun of the same table gives the same plans
         result = solve(problem, method, time_limit=time_limit, deterministic=DETERMINISTIC.get(),
                        **options)
     except Exception as exc:  # a table records why a method failed and goes on

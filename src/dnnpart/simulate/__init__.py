@@ -16,12 +16,11 @@ seconds each):
   :class:`~dnnpart.problem.Problem` (what ``Objective(kind="makespan")`` evaluates).
 * :func:`simulate_pipeline` ``(stages, cluster, *, microbatches, schedule, recompute, ...)
   -> PipelineResult`` -- synchronous pipeline (GPipe / 1F1B, replicas, ring all-reduce,
-  recomputation) over :class:`Stage` descriptions; :func:`stages_from_plan` builds them from a
+  recomputation) over :class:`~dnnpart.stages.Stage` descriptions; :func:`stages_from_plan` builds them from a
   contiguous plan (paper 1's plans simulate as pipelines).
 * :func:`replay_strategy` ``(layer_graph, layer_configs, device_spec, bandwidth) ->
   LayerwiseReplay`` -- paper 3's layer-wise strategies replayed task by task (forward and
   backward per tile, transfers on inbound ports, parameter-server sync) beside Eq. 1's t_O.
-* :func:`ring_allreduce_time` -- ``2(r - 1) W / (r B)`` at the ring's slowest routed link.
 * :func:`chrome_trace` / :func:`write_chrome_trace` -- any Timeline as a Chrome / Perfetto
   trace (``ts`` / ``dur`` in microseconds).
 
@@ -37,17 +36,11 @@ from dnnpart.simulate.ops import (
     emulate_plan,
     transfer_bytes,
 )
-from dnnpart.simulate.pipeline import (
-    SCHEDULES,
-    PipelineResult,
-    Stage,
-    StageEdge,
-    ring_allreduce_time,
-    simulate_pipeline,
-)
+from dnnpart.simulate.pipeline import SCHEDULES, PipelineResult, simulate_pipeline
 from dnnpart.simulate.stages import stages_from_plan
 from dnnpart.simulate.timeline import MemoryCurve, Timeline
 from dnnpart.simulate.trace import chrome_trace, write_chrome_trace
+from dnnpart.stages import Stage, StageEdge
 
 __all__ = [
     "SCHEDULES",
@@ -63,7 +56,6 @@ __all__ = [
     "emulate_ops",
     "emulate_plan",
     "replay_strategy",
-    "ring_allreduce_time",
     "simulate_pipeline",
     "stages_from_plan",
     "tensor_bytes",

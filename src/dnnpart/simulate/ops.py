@@ -25,9 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
-from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.core import CONTROL, Graph
 from dnnpart.plan import Plan
+from dnnpart.pricing.loads import node_times
 from dnnpart.problem import Problem
 from dnnpart.simulate.memory import track_memory
 from dnnpart.simulate.op_kernels import emulate_kernel

@@ -8,8 +8,9 @@ Model (``docs/simulate.md``):
 * per micro-batch a stage runs a forward op ``F`` (time ``forward``) and, when training, a
   backward op ``B`` (``backward``, plus ``forward`` again with recomputation);
 * dependencies are :class:`StageEdge` entries (stage, phase) -> (stage, phase) with bytes per
-  micro-batch; a transfer between two devices takes ``latency + bytes / bandwidth`` of the
-  routed pair, zero on one device; transfers do not contend (one link per pair, full duplex);
+  micro-batch; a transfer between two devices takes the shared transfer time of
+  :mod:`dnnpart.pricing.pairs` (``latency + bytes / bandwidth`` of the routed pair, zero on
+  one device); transfers do not contend (one link per pair, full duplex);
 * each device runs its ops in the schedule's order: **GPipe** all forwards then all
   backwards, both in micro-batch order; **1F1B** (PipeDream-flush) orders a device's ops by
   priority ``F(j) -> j - R(S - s - 1)``, ``B(j) -> j + 1/2`` (``R`` the largest replica
@@ -17,10 +18,13 @@ Model (``docs/simulate.md``):
   warm-up forwards, then one forward and one backward alternately, then the cool-down; with
   uneven replica counts the same rule stays deadlock-free;
 * after a stage's last backward (all replicas), a ring all-reduce of its weights (``r > 1``):
-  ``2(r - 1)`` steps, each moving ``W / r`` bytes over every ring link at once, so
+  the shared ring all-reduce time of :mod:`dnnpart.pricing.pairs`,
   ``2(r - 1) * max_k(latency_k + W / (r * B_k))`` -- paper 4 Eq. 7's ``2(r-1)W/(rB)`` at the
   slowest link when latencies are 0. Paper 1's throughput objective keeps its own
   ``(r - 1) W / (r B)`` per sample (:mod:`dnnpart.evaluate.replication`);
+* Eq. 5's stage times (reported beside the simulated time) are the shared ones of
+  :mod:`dnnpart.pricing.stages` under ``full`` (compute, transfers, all-reduce), each stage's
+  worst pipeline copy;
 * step time = the last finish (ops and all-reduces); time per sample = step time / ``m``
   (a micro-batch is one execution of the graph, the "sample" of paper 1's objective);
   bubble fraction = 1 - busy compute time / (devices used x step time);
@@ -35,7 +39,6 @@ Model (``docs/simulate.md``):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,47 +46,17 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.pricing.pairs import Topology, ring_allreduce_time
+from dnnpart.pricing.stages import stage_times as eq5_stage_times
 from dnnpart.simulate.pipeline_kernels import timing_kernel
 from dnnpart.simulate.timeline import ALLREDUCE, COMPUTE, TRANSFER, MemoryCurve, Timeline
+from dnnpart.stages import B, F, Stage, StageEdge
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 GPIPE, ONE_F_ONE_B = "gpipe", "1f1b"
 SCHEDULES = (GPIPE, ONE_F_ONE_B)
-F, B = 0, 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stage:
-    """One pipeline stage: times per micro-batch on its devices, bytes, replica devices."""
-
-    devices: tuple[int, ...]
-    forward: float
-    backward: float = 0.0
-    weight_bytes: float = 0.0
-    activation_bytes: float = 0.0
-    input_bytes: float = 0.0
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.devices:
-            raise ValueError(f"stage {self.name}: needs at least one device")
-        for what in ("forward", "backward", "weight_bytes", "activation_bytes", "input_bytes"):
-            x = getattr(self, what)
-            if not (math.isfinite(x) and x >= 0):
-                raise ValueError(f"stage {self.name}: {what} must be finite and >= 0, got {x}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StageEdge:
-    """Data from ``(src, src_phase)`` to ``(dst, dst_phase)``: ``bytes`` per micro-batch."""
-
-    src: int
-    dst: int
-    bytes: float
-    src_phase: int = F
-    dst_phase: int = F
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -124,33 +97,6 @@ class PipelineResult:
             "devices": {names[d]: {**mem, "peak_inflight_microbatches": self.peak_inflight[d]}
                         for d, mem in sorted(self.memory.items())},
         }
-
-
-def _pair_time(cluster: Cluster, a: int, b: int, nbytes: float) -> float:
-    if a == b:
-        return 0.0
-    return float((cluster.latency[a, b] + nbytes / cluster.bandwidth[a, b]) / cluster.time_unit_s)
-
-
-def ring_allreduce_time(cluster: Cluster, devices: Sequence[int], nbytes: float) -> float:
-    """Ring all-reduce of ``nbytes`` over ``devices`` (ring in the given order), graph units.
-
-    Examples
-    --------
-    >>> from dnnpart.devices.topology import mesh2d
-    >>> c = mesh2d(x=2, y=2, bw=1e3)            # 1 kB/s links, time unit 1 ms
-    >>> ring_allreduce_time(c, [0, 1, 3, 2], 4e3) == 2 * 3 * 4e3 / (4 * 1e3) * 1e3
-    True
-    """
-    r = len(devices)
-    if r < 2 or nbytes == 0:
-        return 0.0
-    step = max(
-        float(cluster.latency[devices[k], devices[(k + 1) % r]])
-        + nbytes / (r * float(cluster.bandwidth[devices[k], devices[(k + 1) % r]]))
-        for k in range(r)
-    )
-    return 2 * (r - 1) * step / cluster.time_unit_s
 
 
 def device_orders(n_stages: int, stage: int, micro: Sequence[int], schedule: str,
@@ -265,18 +211,17 @@ def simulate_pipeline(
             src_parts.append(seq[:-1])
             dst_parts.append(seq[1:])
             delay_parts.append(np.zeros(max(seq.size - 1, 0)))
-    bw, lat = cluster.bandwidth, cluster.latency
+    topo = Topology.from_matrices(cluster.bandwidth, cluster.latency)
     for e in edges:
         if e.src_phase >= phases or e.dst_phase >= phases:
             continue
         ops_u = op(e.src, 0, e.src_phase) + js * phases
         ops_v = op(e.dst, 0, e.dst_phase) + js * phases
         dev_u, dev_v = dev[ops_u], dev[ops_v]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            hop_t = (lat[dev_u, dev_v] + e.bytes / bw[dev_u, dev_v]) / cluster.time_unit_s
         src_parts.append(ops_u)
         dst_parts.append(ops_v)
-        delay_parts.append(np.where(dev_u == dev_v, 0.0, hop_t))
+        delay_parts.append(np.where(dev_u == dev_v, 0.0,
+                                    topo.transfer_time(e.bytes, dev_u, dev_v) / cluster.time_unit_s))
     src_all = np.concatenate(src_parts) if src_parts else np.zeros(0, np.int64)
     dst_all = np.concatenate(dst_parts) if dst_parts else np.zeros(0, np.int64)
     delay_all = np.concatenate(delay_parts) if delay_parts else np.zeros(0)
@@ -293,23 +238,22 @@ def simulate_pipeline(
     step = float(finish.max())
     if training:
         for s, st in enumerate(stages):
-            allreduce[s] = ring_allreduce_time(cluster, st.devices, st.weight_bytes)
+            allreduce[s] = ring_allreduce_time(topo.inv_bandwidth, topo.latency, st.devices,
+                                               st.weight_bytes) / cluster.time_unit_s
             ar_start[s] = float(finish[op_stage == s].max())
             step = max(step, ar_start[s] + allreduce[s])
     used = len(seen)
     busy = float(dur.sum())
     bubble = 1.0 - busy / (used * step) if step > 0 else 0.0
-    # Eq. 5 stage time: compute + inter-stage transfers per micro-batch + all-reduce
-    comm = np.zeros(S)
-    for e in edges:
-        if e.src_phase >= phases or e.dst_phase >= phases:
-            continue
-        t = _pair_time(cluster, stages[e.src].devices[0], stages[e.dst].devices[0], e.bytes)
-        comm[e.src] += t
-        comm[e.dst] += t
+    # Eq. 5 stage time (the shared one): compute + inter-stage transfers per micro-batch +
+    # all-reduce (training), the worst pipeline copy of each stage
     compute = np.array([st.forward + (st.backward + (st.forward if recompute else 0.0)
                                       if training else 0.0) for st in stages])
-    stage_times = compute + comm + allreduce
+    stage_times = eq5_stage_times(
+        compute, [st.devices for st in stages], topo, "full",
+        edges=[(e.src, e.dst, e.bytes) for e in edges if e.src_phase < phases and e.dst_phase < phases],
+        ring_bytes=[st.weight_bytes for st in stages] if training else None,
+        time_unit_s=cluster.time_unit_s).max(axis=0)
     inflight: dict[int, int] = {}
     memory: dict[int, dict[str, float]] = {}
     curves: dict[str, MemoryCurve] = {}

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart.evaluate.loads import node_times
 from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
+from dnnpart.pricing.loads import node_times
 from dnnpart.problem import Problem
 from dnnpart.simulate.ops import transfer_bytes
 from dnnpart.simulate.pipeline import B, F, Stage, StageEdge

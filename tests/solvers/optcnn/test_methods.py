@@ -12,7 +12,6 @@ from dnnpart.cli.main import main
 from dnnpart.cost import resolve_cluster
 from dnnpart.errors import FormatError
 from dnnpart.evaluate import evaluate
-from dnnpart.io import load_problem
 from dnnpart.io.native import load_graph, save_graph
 from dnnpart.io.plan_files import plan_to_dict, read_plan, write_plan
 from dnnpart.layerwise.graphs import layer_graph, layers_of
@@ -26,6 +25,7 @@ from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
 from dnnpart.solvers.optcnn.search import optimize_tables
 from dnnpart.testing.layer_problems import random_layer_problem
+from dnnpart.workflow import load_problem
 
 METHODS = ("optcnn", "data-parallel", "model-parallel", "owt", "optcnn-dfs")
 
@@ -177,7 +177,7 @@ def test_unknown_builtin_layer_graphs_are_named() -> None:
 
 
 def test_builtin_names_pick_layer_graphs_or_torch_models() -> None:
-    from dnnpart.io.loader import _layer_graph_name
+    from dnnpart.workflow.inputs import _layer_graph_name
 
     iteration, plain = Objective(kind="iteration"), Objective()
     assert _layer_graph_name("builtin:vgg16", plain) == "vgg16"          # no torch model of that name

@@ -78,9 +78,9 @@ def test_auto_keeps_step_one_when_it_fits_and_runs_heuristic_one_otherwise() -> 
     import dataclasses
 
     from dnnpart.cost.clusters import resolve_cluster
-    from dnnpart.io import load_problem
     from dnnpart.problem import Objective, Problem
     from dnnpart.solvers import solve
+    from dnnpart.workflow import load_problem
 
     g = load_problem("zoo:resnet18-training").graph
     roomy = resolve_cluster("4xV100").cluster

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dnnpart.solvers.parmesan import PipelineStages, Topology, lower_bound_p2p, stage_times
+from dnnpart.solvers.parmesan import PipelineStages, Topology, lower_bound_p2p, mapping_stage_times
 from dnnpart.solvers.parmesan.cost import build_terms
 from dnnpart.solvers.parmesan.opdag import MemoryModel, atomic_dag
 from dnnpart.solvers.parmesan.partition_dp import partition_dp
@@ -26,11 +26,11 @@ def test_latency_once_per_transfer_and_per_ring_step() -> None:
     topo = Topology.from_matrices(bw, lat)
     dev = [[0, 1], [2, 3]]
     # Eq. 6: 0.5 + 4 / 2 on both ends of the one transfer per copy
-    assert stage_times(st, topo, dev, "p2p").tolist() == [[2.5, 2.5], [2.5, 2.5]]
+    assert mapping_stage_times(st, topo, dev, "p2p").tolist() == [[2.5, 2.5], [2.5, 2.5]]
     # Eq. 7, R = 2: 2 (R - 1) steps of (0.5 + 8 / 2 / 2): 2 * 2.5 = 5 for stage 0, none for 1
-    assert stage_times(st, topo, dev, "allreduce").tolist() == [[5.0, 0.0], [5.0, 0.0]]
+    assert mapping_stage_times(st, topo, dev, "allreduce").tolist() == [[5.0, 0.0], [5.0, 0.0]]
     # the paper's full form adds both
-    assert stage_times(st, topo, dev, "full").tolist() == [[7.5, 2.5], [7.5, 2.5]]
+    assert mapping_stage_times(st, topo, dev, "full").tolist() == [[7.5, 2.5], [7.5, 2.5]]
 
 
 def test_eq8_assignment_equals_sorting_rule_without_latency() -> None:

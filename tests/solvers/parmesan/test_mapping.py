@@ -15,15 +15,15 @@ from dnnpart.solvers.parmesan import (
     cs_mapping,
     lower_bound,
     map_stages,
+    mapping_stage_times,
     max_stage_time,
     p2p_first_mapping,
-    stage_times,
     total_p2p_time,
 )
-from dnnpart.solvers.parmesan.brute import all_objectives, brute_force_mapping
 from dnnpart.solvers.parmesan.kernels import STATUS_FOUND, STATUS_INFEASIBLE
 from dnnpart.solvers.parmesan.search import build_search_space, feasible
 
+from .brute import all_objectives, brute_force_mapping
 from .instances import random_instance
 
 EPS = 1e-3
@@ -171,7 +171,7 @@ def test_instantiation_rule_and_rings() -> None:
     assert res.instantiation == "allreduce" and res.rings is not None
     assert res.device_of is not None
     assert np.array_equal(res.rings, res.device_of.T)
-    times = stage_times(stages, Topology.from_matrices(bw), res.device_of, "allreduce")
+    times = mapping_stage_times(stages, Topology.from_matrices(bw), res.device_of, "allreduce")
     assert np.allclose(times[0], times[1])  # one ring time per stage, shared by its replicas
 
 

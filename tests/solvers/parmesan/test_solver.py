@@ -7,13 +7,13 @@ import pytest
 
 from dnnpart import Objective, evaluate
 from dnnpart.devices.topology import two_level
-from dnnpart.io.loader import load_problem
 from dnnpart.plan import Status
 from dnnpart.problem import Problem
 from dnnpart.simulate import stages_from_plan
 from dnnpart.solvers import solve
 from dnnpart.solvers.parmesan.solver import divisor_pairs, plan_from_mapping
 from dnnpart.testing import chain_problem
+from dnnpart.workflow.inputs import load_problem
 
 PIPE = Objective(kind="pipeline", microbatches=4, schedule="1f1b", recompute=True)
 

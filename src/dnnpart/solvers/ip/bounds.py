@@ -106,7 +106,7 @@ def cut_bound(problem: Problem) -> float:
     ``S`` with a consumer outside ``S`` (out), ``c_w`` for each uniform node ``w`` outside
     ``S`` with a consumer in ``S`` (in, at least once per receiving device), and the cost of
     each crossing edge of a non-uniform node (out and in), as in
-    :mod:`dnnpart.evaluate.loads`. That is the capacity of the ``u``-``t`` cut ``S`` in this
+    :mod:`dnnpart.pricing.loads`. That is the capacity of the ``u``-``t`` cut ``S`` in this
     network (units as vertices; ``u``'s own arc to ``t`` is in every cut): unit -> ``t`` with its
     compute on ``d`` (unbounded where it cannot run or fit there); for a uniform producer
     ``v``: ``U(v) -> O_v`` with ``c_v`` and ``O_v -> U(w)`` unbounded for each consumer ``w``

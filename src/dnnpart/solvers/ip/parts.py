@@ -5,7 +5,7 @@ is an ``(n,)`` array ``y`` of variable indices (``-1``: the node cannot be there
 of one colocation unit may share a variable.
 
 * :func:`add_transfers`: the ``CommIn``/``CommOut`` variables of constraints (4)-(5),
-  charged as the evaluator charges them (``evaluate/loads.py``): a node with uniform
+  charged as the evaluator charges them (``pricing/loads.py``): a node with uniform
   out-edge costs pays ``c_u`` once out of its place and once into each other place it feeds;
   a node whose out-edges disagree pays edge by edge (appendix B's subdivision).
 * :func:`add_contiguity`: Lemma 4.1's ``z`` variables, restricted to ancestors of the

@@ -1,4 +1,4 @@
-"""Makespan lower bound over placements without memory caps (issue 16, item 5).
+"""Makespan lower bound over placements without memory caps.
 
 Any schedule on K identical devices runs every node, so it lasts at least Σcomp / K; and it
 runs the nodes of every path one after another, so at least the heaviest path counted without

@@ -8,7 +8,7 @@
   :mod:`dnnpart.solvers.pardnn.inputs`) and they hold no memory; they are placed freely.
 * A pinned op (``Graph.pin``) goes to the first device of its kind and is kept out of the
   clusters; the mapping counts its work on that device from the start.
-* ``forward_of`` constrains nothing (issue 16, item 4). Colocation classes
+* ``forward_of`` constrains nothing (backward ops are placed freely). Colocation classes
   (``Graph.color_class``, "equal classes must share a device") are hard constraints of the
   shared evaluator for every objective, so they are honoured like reference ops:
   :func:`colocation_leaders` joins every reference op with its variable and every colocation

@@ -1,5 +1,9 @@
 """The arrays PARDNN works on, taken from a :class:`~dnnpart.graph.Graph`.
 
+The adjacency is the graph's own CSR arrays, not copies (the same dtypes: ``int64`` offsets,
+``int32`` node ids), so a 1M-edge graph costs PARDNN no second adjacency and the kernels
+compile once for graphs and for the small hand-made inputs of :meth:`Costs.from_edges`.
+
 ``comp`` is each node's time on the (identical) accelerators; where a node cannot run on an
 accelerator its CPU time is used instead (it will be pinned anyway). ``comm`` is the edge's
 transfer time at the reference link, except that edges leaving a ``control`` node carry no
@@ -17,6 +21,7 @@ from dnnpart.graph import CONTROL, Graph
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -31,9 +36,9 @@ class Costs:
     """
 
     succ_ptr: IntArray
-    succ_idx: IntArray
+    succ_idx: Int32Array
     pred_ptr: IntArray
-    pred_idx: IntArray
+    pred_idx: Int32Array
     pred_edge: IntArray
     comp: FloatArray
     comm: FloatArray
@@ -69,9 +74,9 @@ class Costs:
         np.cumsum(np.bincount(d, minlength=n), out=pred_ptr[1:])
         return Costs(
             succ_ptr=succ_ptr,
-            succ_idx=d.copy(),
+            succ_idx=d.astype(np.int32),
             pred_ptr=pred_ptr,
-            pred_idx=s[porder].copy(),
+            pred_idx=s[porder].astype(np.int32),
             pred_edge=porder.astype(np.int64),
             comp=np.asarray(comp, dtype=np.float64).reshape(-1).copy(),
             comm=w.copy(),
@@ -79,7 +84,16 @@ class Costs:
 
     @staticmethod
     def from_graph(graph: Graph, kind: str = "accelerator") -> Costs:
-        """PARDNN's view of ``graph`` on devices of ``kind``."""
+        """PARDNN's view of ``graph`` on devices of ``kind``: the graph's adjacency arrays
+        themselves, its node times on ``kind`` and its edge costs.
+
+        Examples
+        --------
+        >>> from dnnpart.testing import chain_graph
+        >>> g = chain_graph(3)
+        >>> Costs.from_graph(g).succ_idx is g.succ_idx
+        True
+        """
         comp = graph.time_on(kind).astype(np.float64).copy()
         bad = ~np.isfinite(comp)
         if np.any(bad):
@@ -88,11 +102,11 @@ class Costs:
         comm = graph.edge_cost.astype(np.float64).copy()
         comm[graph.memory_classes()[graph.edge_sources()] == CONTROL] = 0.0
         return Costs(
-            succ_ptr=graph.succ_ptr.astype(np.int64),
-            succ_idx=graph.succ_idx.astype(np.int64),
-            pred_ptr=graph.pred_ptr.astype(np.int64),
-            pred_idx=graph.pred_idx.astype(np.int64),
-            pred_edge=graph.pred_edge.astype(np.int64),
+            succ_ptr=graph.succ_ptr,
+            succ_idx=graph.succ_idx,
+            pred_ptr=graph.pred_ptr,
+            pred_idx=graph.pred_idx,
+            pred_edge=graph.pred_edge,
             comp=comp,
             comm=comm,
         )

@@ -40,6 +40,7 @@ import numpy as np
 
 from dnnpart.graph import Graph
 from dnnpart.plan import Plan, SolveResult
+from dnnpart.pricing.pairs import inverse_bandwidth, pair_time
 from dnnpart.problem import MAKESPAN, Problem
 from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices
@@ -76,8 +77,9 @@ def problem_costs(problem: Problem) -> tuple[Costs, Layout]:
     comp = costs.comp / cluster.speeds()[first]
     if lay.k > 1:
         second = int(lay.to_global[1])
-        bw, lat = float(cluster.bandwidth[first, second]), float(cluster.latency[first, second])
-        comm = (lat + transfer_bytes(graph) / bw) / cluster.time_unit_s
+        inv = float(inverse_bandwidth(cluster.bandwidth[first, second]))
+        lat = float(cluster.latency[first, second])
+        comm = pair_time(transfer_bytes(graph), inv, lat) / cluster.time_unit_s
     else:
         comm = costs.comm
     return Costs(succ_ptr=costs.succ_ptr, succ_idx=costs.succ_idx, pred_ptr=costs.pred_ptr,

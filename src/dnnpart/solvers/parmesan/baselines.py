@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnpart.solvers.parmesan.stages import IntArray, PipelineStages
+from dnnpart.stages import IntArray, PipelineStages
 
 
 def cs_mapping(stages: PipelineStages) -> IntArray:

@@ -1,15 +1,11 @@
-"""Stage times of a mapping (Eqs. 5-7), the instantiation rule, and lower bounds (Eqs. 8-9).
+"""The mapper's view of Eqs. 5-7: the instantiation rule, term lists and lower bounds (Eqs. 8-9).
 
-Choices where the paper is silent (also in ``docs/parmesan.md``):
+The stage times themselves are the shared ones of :mod:`dnnpart.pricing.stages` (Eq. 5, with
+the transfer and ring all-reduce times of :mod:`dnnpart.pricing.pairs`: ``L + M / B`` per
+transfer -- the paper has ``M / B``, the latency term is 0 when no latency matrix is given --
+and ``2 (R - 1) (L + P / (R B))`` per ring pair, the ring ``r -> r+1 -> ... -> r`` in replica
+index order). Choices where the paper is silent (also in ``docs/methods/parmesan.md``):
 
-* **Transfer time** of ``M`` bytes from ``a`` to ``b`` is ``L[a, b] + M / B[a, b]`` (the
-  paper has ``M / B``; the latency term is 0 when no latency matrix is given). In Eq. 6 one
-  inter-stage transfer is charged to *both* endpoints (the sender's and the receiver's stage
-  time), over the directed pair ``(p(s), p(s'))`` of the sending stage ``s``.
-* **Ring all-reduce (Eq. 7)**: ring ``r -> r+1 -> ... -> r`` in replica index order; each of
-  its ``2 (R - 1)`` steps sends ``P / R`` bytes over every ring link at once, so one pair costs
-  ``2 (R - 1) (L + P / (R B))`` and the stage's all-reduce time is the max over its ring's
-  pairs (the same for every replica of the stage). ``R = 1``: no ring, 0.
 * **Instantiation rule** (Sec. 5.2): all-reduce size ``sum_s 2 (R - 1) / R * P(s)`` (bytes one
   replica sends in its rings per step) over inter-stage size ``sum M(s, s')`` (bytes one
   pipeline copy moves per step); Eq. 7 when the ratio is larger than 1, else Eq. 6.
@@ -32,11 +28,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
+from dnnpart.pricing.pairs import Topology
+from dnnpart.pricing.stages import check_mapping
+from dnnpart.stages import FloatArray, IntArray, PipelineStages
 
 Instantiation = Literal["p2p", "allreduce"]
-#: ``full`` is the paper's "theoretically exact" form ``c_u + c_m + c_AR``, reported only.
-StageTimeKind = Literal["p2p", "allreduce", "full"]
 _BIG = 1e300
 
 
@@ -115,97 +111,12 @@ def build_terms(stages: PipelineStages, kind: Instantiation) -> Terms:
                  n_lat=np.array(nl), stage=np.array(st, np.int64), combine=combine)
 
 
-def _pair_time(topo: Topology, w: float, n_lat: float, da: int, db: int) -> float:
-    if w == 0.0 and n_lat == 0.0:
-        return 0.0
-    inv = float(topo.inv_bandwidth[da, db])
-    if not np.isfinite(inv):
-        return float("inf")
-    return w * inv + n_lat * float(topo.latency[da, db])
-
-
-def check_mapping(stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike) -> IntArray:
-    """Validate a ``(R, S)`` mapping as a bijection onto ``range(D)``; return it as int64."""
-    dev = np.asarray(device_of, dtype=np.int64)
-    if dev.shape != (stages.replicas, stages.n_stages):
-        raise ValueError(f"device_of: expected shape {(stages.replicas, stages.n_stages)}, "
-                         f"got {dev.shape}")
-    if topo.n_devices != stages.n_devices:
-        raise ValueError(f"topology has {topo.n_devices} devices, the pipeline needs "
-                         f"S * R = {stages.n_devices}")
-    if sorted(dev.reshape(-1).tolist()) != list(range(stages.n_devices)):
-        raise ValueError("device_of: must use every device exactly once")
-    return dev
-
-
-def stage_times(
-    stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike, kind: StageTimeKind
-) -> FloatArray:
-    """``(R, S)`` stage times ``c_stage(s, p)`` of every replica (Eq. 6, Eq. 7, or both summed).
-
-    Written as plain loops over the formulas: this is the reference the search is tested
-    against.
-
-    Examples
-    --------
-    >>> st = PipelineStages(compute=[1, 1], param_bytes=[0, 0],
-    ...                     comm_bytes=[[0, 10], [0, 0]], replicas=1)
-    >>> topo = Topology.from_matrices([[0, 5], [5, 0]])
-    >>> stage_times(st, topo, [[0, 1]], "p2p").tolist()
-    [[3.0, 3.0]]
-    """
-    dev = check_mapping(stages, topo, device_of)
-    s_n, r_n = stages.n_stages, stages.replicas
-    out = np.tile(stages.compute, (r_n, 1)).astype(np.float64)
-    if kind in ("p2p", "full"):
-        for r in range(r_n):
-            for s in range(s_n):
-                for t in range(s_n):
-                    m = float(stages.comm_bytes[s, t])
-                    if m > 0:
-                        x = _pair_time(topo, m, 1.0, int(dev[r, s]), int(dev[r, t]))
-                        out[r, s] += x
-                        out[r, t] += x
-    if kind in ("allreduce", "full"):
-        ring = ring_weight(stages)
-        for s in range(s_n):
-            if r_n < 2 or ring[s] == 0:
-                continue
-            worst = max(
-                _pair_time(topo, float(ring[s]), 2.0 * (r_n - 1), int(dev[r, s]),
-                           int(dev[(r + 1) % r_n, s]))
-                for r in range(r_n)
-            )
-            out[:, s] += worst
-    return out
-
-
-def max_stage_time(
-    stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike, kind: StageTimeKind
-) -> float:
-    """Eq. 5's objective ``max_s c_stage(s, p)``."""
-    return float(stage_times(stages, topo, device_of, kind).max())
-
-
 def total_p2p_time(stages: PipelineStages, topo: Topology, device_of: npt.ArrayLike) -> float:
     """Sum over the inter-stage transfers of all copies of their transfer time (Fig. 2's
     "total communication latency")."""
     dev = check_mapping(stages, topo, device_of)
-    tot = 0.0
     src, dst = np.nonzero(stages.comm_bytes)
-    for r in range(stages.replicas):
-        for s, t in zip(src.tolist(), dst.tolist(), strict=True):
-            tot += _pair_time(topo, float(stages.comm_bytes[s, t]), 1.0,
-                              int(dev[r, s]), int(dev[r, t]))
-    return tot
-
-
-def _pair_matrix(topo: Topology, w: float, n_lat: float) -> FloatArray:
-    """Term time for every directed device pair; ``inf`` without a route."""
-    with np.errstate(invalid="ignore"):
-        t = w * topo.inv_bandwidth + n_lat * topo.latency
-    t = np.where(np.isfinite(topo.inv_bandwidth), t, np.inf)
-    return np.asarray(t, dtype=np.float64)
+    return float(topo.transfer_time(stages.comm_bytes[src, dst][None, :], dev[:, src], dev[:, dst]).sum())
 
 
 def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
@@ -217,8 +128,8 @@ def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
         nbrs = [t for t in range(stages.n_stages) if t != s and (comm[s, t] > 0 or comm[t, s] > 0)]
         if not nbrs:
             continue
-        mats = [(_pair_matrix(topo, float(comm[s, t]), 1.0) if comm[s, t] > 0 else None,
-                 _pair_matrix(topo, float(comm[t, s]), 1.0) if comm[t, s] > 0 else None)
+        mats = [(topo.pair_matrix(float(comm[s, t])) if comm[s, t] > 0 else None,
+                 topo.pair_matrix(float(comm[t, s])) if comm[t, s] > 0 else None)
                 for t in nbrs]
         for d in range(d_n):
             cost = np.zeros((len(nbrs), d_n))
@@ -247,7 +158,7 @@ def allreduce_device_table(stages: PipelineStages, topo: Topology) -> FloatArray
     for s in range(stages.n_stages):
         if ring[s] == 0:
             continue
-        pm = _pair_matrix(topo, float(ring[s]), 2.0 * (r_n - 1))
+        pm = topo.pair_matrix(float(ring[s]), 2.0 * (r_n - 1))
         for d in range(d_n):
             a = pm[:, d].copy()  # previous replica -> d
             b = pm[d, :].copy()  # d -> next replica

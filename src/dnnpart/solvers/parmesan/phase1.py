@@ -53,7 +53,7 @@ from dnnpart.solvers.parmesan.partition_dp import (
     stage_times,
 )
 from dnnpart.solvers.parmesan.refinement import refine
-from dnnpart.solvers.parmesan.stages import PipelineStages
+from dnnpart.stages import PipelineStages
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -49,6 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.plan import Status
+from dnnpart.pricing.pairs import Topology
+from dnnpart.pricing.stages import mapping_stage_times, max_stage_time
 from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
 from dnnpart.solvers.parmesan.cost import (
     Instantiation,
@@ -56,8 +58,6 @@ from dnnpart.solvers.parmesan.cost import (
     build_terms,
     choose_instantiation,
     lower_bound,
-    max_stage_time,
-    stage_times,
 )
 from dnnpart.solvers.parmesan.kernels import (
     STATUS_BUDGET,
@@ -65,7 +65,7 @@ from dnnpart.solvers.parmesan.kernels import (
     STATUS_INFEASIBLE,
     dfs_feasible,
 )
-from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
+from dnnpart.stages import FloatArray, IntArray, PipelineStages
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -549,7 +549,7 @@ def map_stages(
         device_of=best, objective=upper, bound=lower,
         status=Status.OPTIMAL if within else Status.FEASIBLE, gap=_gap(upper, lower),
         instantiation=kind, rings=np.ascontiguousarray(best.T),
-        stage_times=stage_times(stages, topo, best, kind), baselines=base_obj,
+        stage_times=mapping_stage_times(stages, topo, best, kind), baselines=base_obj,
         initial_bound=initial_bound, n_nodes=n_nodes, n_targets=n_targets,
         wall_time_s=time.monotonic() - clock0,
     )

@@ -52,18 +52,19 @@ from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
 from dnnpart.graph.branching import contract_branches
 from dnnpart.plan import Plan, SolveResult, Status
+from dnnpart.pricing.pairs import Topology
+from dnnpart.pricing.stages import max_stage_time
 from dnnpart.problem import PIPELINE, Problem
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
-from dnnpart.solvers.parmesan.cost import max_stage_time
 from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, atomic_dag
 from dnnpart.solvers.parmesan.partition_dp import stage_times
 from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipeline_stages
 from dnnpart.solvers.parmesan.refinement import refine
 from dnnpart.solvers.parmesan.search import DEFAULT_EPS, map_stages
-from dnnpart.solvers.parmesan.stages import PipelineStages, Topology
 from dnnpart.solvers.result import result_from_plan
+from dnnpart.stages import PipelineStages
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
 #: Fraction of a pair's remaining time given to the mapping searches (the rest: simulation).

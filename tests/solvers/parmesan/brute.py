@@ -12,8 +12,9 @@ import math
 
 import numpy as np
 
+from dnnpart.pricing.pairs import Topology
 from dnnpart.solvers.parmesan.cost import Instantiation
-from dnnpart.solvers.parmesan.stages import FloatArray, IntArray, PipelineStages, Topology
+from dnnpart.stages import FloatArray, IntArray, PipelineStages
 
 
 def _pair(topo: Topology, w: float, n_lat: float, a: IntArray, b: IntArray) -> FloatArray:
