@@ -356,7 +356,7 @@ def _read_phase2(
                           "of output_shape, kernel, stride and padding come together")
     if kinds is not None:
         given = {name: t for name, t in tuples.items() if t is not None}
-        found["layer_attrs"] = LayerAttrs(kind=kinds, **given)  # type: ignore[arg-type]
+        found["layer_attrs"] = LayerAttrs(kind=kinds, **given)
     return found
 
 

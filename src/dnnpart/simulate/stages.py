@@ -28,7 +28,7 @@ from dnnpart.plan import Plan
 from dnnpart.pricing.loads import node_times
 from dnnpart.problem import Problem
 from dnnpart.simulate.ops import transfer_bytes
-from dnnpart.simulate.pipeline import B, F, Stage, StageEdge
+from dnnpart.stages import B, F, Stage, StageEdge
 
 
 def node_weight_bytes(g: Graph) -> np.ndarray:

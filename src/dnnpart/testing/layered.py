@@ -61,6 +61,6 @@ def layered_graph(n: int, width: int, seed: int) -> Graph:
     c, res, nor = layered_dag(n, width=width, seed=seed)
     cls = np.where(res > 0, RESIDUAL, NORMAL)
     return build_graph(
-        np.arange(n), c.edge_sources(), c.succ_idx, compute_time=np.c_[c.comp * 3, c.comp],
+        np.arange(n), c.edge_sources(), c.succ_idx.astype(np.int64), compute_time=np.c_[c.comp * 3, c.comp],
         edge_cost=c.comm, edge_bytes=c.comm * 1e7, output_bytes=nor, param_bytes=res, memory_class=cls,
     )

@@ -174,8 +174,9 @@ def _timeline_figures(plt: Any, tl: Any, *, title: str, gantt: str) -> list[str]
 
 def _pipeline(rep: ReportInput, ev: Any, names: list[str]) -> tuple[Any, str, list[tuple[str, str]]]:
     """``(simulation or None, why not, summary rows)`` of the plan run as a pipeline."""
-    from dnnpart.simulate.pipeline import Stage, simulate_pipeline
+    from dnnpart.simulate.pipeline import simulate_pipeline
     from dnnpart.simulate.stages import stages_from_plan
+    from dnnpart.stages import Stage
 
     problem, plan = rep.problem, rep.plan
     source = "the plan's stages"

@@ -34,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from dnnpart.solvers.pardnn.inputs import FloatArray, IntArray
+from dnnpart.solvers.pardnn.inputs import FloatArray, Int32Array, IntArray
 
 
 class Emulated(Protocol):
@@ -56,14 +56,14 @@ class Refined:
 
 
 def critical_chain(
-    pred_ptr: IntArray, pred_idx: IntArray, device: IntArray, s: Emulated,
+    pred_ptr: IntArray, pred_idx: Int32Array, device: IntArray, s: Emulated,
 ) -> tuple[list[tuple[int, int]], list[int]]:
     remote, busy, _ = chain_walk(pred_ptr, pred_idx, device, s)
     return remote, busy
 
 
 def chain_walk(
-    pred_ptr: IntArray, pred_idx: IntArray, device: IntArray, s: Emulated,
+    pred_ptr: IntArray, pred_idx: Int32Array, device: IntArray, s: Emulated,
 ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
     """``(remote edges, busy nodes)`` of the emulated critical chain, from its end backwards.
 
@@ -116,7 +116,7 @@ def chain_walk(
 
 
 def candidates(
-    pred_ptr: IntArray, pred_idx: IntArray, succ_ptr: IntArray, succ_idx: IntArray, device: IntArray,
+    pred_ptr: IntArray, pred_idx: Int32Array, succ_ptr: IntArray, succ_idx: Int32Array, device: IntArray,
     s: Emulated, order: str = "mixed",
 ) -> list[tuple[int, int]]:
     """Moves ``(node, device)`` to try for the emulated critical chain (see the module).
@@ -159,9 +159,9 @@ def refine(
     emulate: Callable[[IntArray], Emulated],
     *,
     pred_ptr: IntArray,
-    pred_idx: IntArray,
+    pred_idx: Int32Array,
     succ_ptr: IntArray,
-    succ_idx: IntArray,
+    succ_idx: Int32Array,
     k: int,
     variable: IntArray | None = None,
     fixed: IntArray | None = None,
