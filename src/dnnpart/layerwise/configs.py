@@ -4,7 +4,7 @@ A configuration gives a degree for each dimension of the layer's output ``(N, C,
 (sample, channel, height, width); the output is cut into ``n * c * h * w`` equal tiles, each
 computed by one device.
 
-Choices (also in ``docs/optcnn.md``):
+Choices (also in ``docs/methods/optcnn.md``):
 
 * **Degrees** are powers of two; their product divides the device count; each degree divides
   the size of its dimension exactly (tiles are equal, so a 17x17 map is never cut in H/W).

@@ -4,7 +4,7 @@ Every function is vectorised over configurations with numpy broadcasting; a sing
 the same call on one-row spaces (see :func:`dnnpart.layerwise.configs.ConfigSpace`).
 Tensors are FP32 (:data:`BYTES_PER_ELEMENT`).
 
-Choices where the paper is silent (also in ``docs/optcnn.md``, each tested):
+Choices where the paper is silent (also in ``docs/methods/optcnn.md``, each tested):
 
 * **Input regions** (halos): a consumer tile ``[lo, hi)`` of a convolution or pooling layer
   reads rows ``lo*s - p .. (hi-1)*s - p + k - 1`` of its input (likewise columns), clipped to

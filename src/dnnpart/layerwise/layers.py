@@ -5,7 +5,7 @@ the shapes of its inputs and its output (all ``(N, C, H, W)``), kernel/stride/pa
 ``(h, w)`` pairs, and its parameter count. :class:`NetBuilder` computes the shapes while a
 network is written down (see :mod:`dnnpart.layerwise.models`).
 
-Choices where the paper is silent (also in ``docs/optcnn.md``):
+Choices where the paper is silent (also in ``docs/methods/optcnn.md``):
 
 * Every tensor is 4-D ``(N, C, H, W)``; a fully connected layer's output is ``(N, C, 1, 1)``
   and it reads the whole ``(C, H, W)`` of its input (flatten is part of the FC layer).

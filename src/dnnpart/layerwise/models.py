@@ -3,7 +3,7 @@
 ``lenet5``, ``alexnet``, ``vgg16``, ``inception_v3`` (no auxiliary head), ``resnet50`` and
 ``resnet152``; each takes the global ``batch`` (paper §6: 32 per GPU, so ``32 * devices``).
 
-Choices (also in ``docs/optcnn.md``):
+Choices (also in ``docs/methods/optcnn.md``):
 
 * LeNet-5 is the 6-layer variant the paper's Table 3 counts (conv 20@5x5, pool, conv 50@5x5,
   pool, FC 500, FC 10) on 28x28 single-channel input.

@@ -26,11 +26,11 @@ if nothing overlapped. The replay runs the same work as tasks on a :class:`Timel
   backward ends (sync hidden behind the backward pass of earlier layers, as Legion or
   bucketed all-reduce can do). Paper 3's Table 4 measured its runtime 1% *slower* than t_O
   on AlexNet over 16 GPUs; the eager replay ends 12% below t_O there, the default 5% below
-  (``docs/optcnn.md``). Transfers overlap compute in both.
+  (``docs/methods/optcnn.md``). Transfers overlap compute in both.
 * A consumer tile's forward waits for all its inputs (transfers, or the producer tiles on its
   own device); a tile's backward waits for its forward and for every gradient sent to it.
 
-Scheduling rule (choice, ``docs/optcnn.md``): list scheduling -- among the tasks whose
+Scheduling rule (choice, ``docs/methods/optcnn.md``): list scheduling -- among the tasks whose
 dependencies are done, the one that can start earliest on its resource goes first; ties go to
 the task created first (forward in topological order, then backward in reverse). This is
 work-conserving, so where t_O serialises independent work (branches, sync beside backward,

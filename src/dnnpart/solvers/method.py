@@ -58,7 +58,7 @@ from dnnpart.plan import SolveResult
 from dnnpart.problem import OBJECTIVE_KINDS, Problem
 
 #: Default time limits (seconds) of the anytime methods, by kind of method. One table: the
-#: README's "Time limits" section prints it. A method declared with ``anytime=True`` gets
+#: the "Time limits" table of docs/cli.md prints it. A method declared with ``anytime=True`` gets
 #: the entry of its ``time_kind`` (default ``"anytime"``) when no limit is given.
 DEFAULT_TIME_LIMITS: dict[str, float] = {
     "integer-program": 300.0,

@@ -1,7 +1,7 @@
 """A SemanticFPN-like operator graph (Kirillov et al., 2019, "Panoptic Feature Pyramid
 Networks", semantic branch): the model of paper 4's Table 2, built from shapes.
 
-Structure (our choices where the papers give no exact figure; ``docs/parmesan.md``):
+Structure (our choices where the papers give no exact figure; ``docs/methods/parmesan.md``):
 
 * **backbone**: a ResNet (:func:`dnnpart.zoo.resnet.resnet_ops` without its head, default
   ResNet-50), stage outputs ``C2 .. C5`` at strides 4, 8, 16, 32;

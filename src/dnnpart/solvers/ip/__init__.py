@@ -41,7 +41,7 @@ root : non-contiguous throughput with ``backend`` cpsat or portfolio (default Tr
     node limit, so the same plan whatever the machine's load) for up to ``ROOT_SHARE`` (15%)
     of the time limit; CP-SAT then starts from the better of its plan and the warm start, and
     the root's dual bound counts. Measured reason: on op BERT-12 inference CP-SAT from DPL
-    stays at 135.63, from the root's 131.66 it reaches 130.04 (``docs/ip.md``). A root
+    stays at 135.63, from the root's 131.66 it reaches 130.04 (``docs/results/ip.md``). A root
     stopped by its time share instead says so (``stats["root_complete"]`` False): its plan
     then depends on the machine's speed, even in a deterministic run.
 descent : throughput with CP-SAT and a time limit (default False): the max-load solve gets

@@ -31,7 +31,7 @@ DESCENT_SHARE = 0.5
 #: Share of a time limit that ``backend="portfolio"`` gives CP-SAT before HiGHS takes over
 #: from its best plan. CP-SAT's searches find good plans and close small models fast; on big
 #: communication-bound models (op BERT-12) they stall within seconds where HiGHS, started from
-#: the same plan, keeps improving (measured: README, "Integer programs").
+#: the same plan, keeps improving (measured: docs/results/ip.md).
 PORTFOLIO_SHARE = 0.5
 
 #: Share of a time limit kept, in the non-contiguous throughput program, for the packing
@@ -219,7 +219,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
             root_plan, root_value = phase.plan, phase.value
             # the root's plan becomes CP-SAT's hint only when it beats the warm start by more
             # than the gap: a smaller gain is kept as the incumbent anyway, and a new hint
-            # starts CP-SAT on another trajectory (measured: docs/ip.md)
+            # starts CP-SAT on another trajectory (measured: docs/results/ip.md)
             if phase.value < warm_value * (1 - opts["gap"]):
                 built.model.hint.clear()
                 built.set_hint(phase.plan)

@@ -9,7 +9,7 @@
   strategy found (all terms are non-negative), visits cheaper configurations first, and stops
   at a time budget.
 
-Choice (also in ``docs/optcnn.md``): where a dimension cannot take the full device count
+Choice (also in ``docs/methods/optcnn.md``): where a dimension cannot take the full device count
 (e.g. 1000 classes on 16 devices, 3 input channels), a baseline uses the largest admissible
 degree in that dimension, all others 1.
 """

@@ -1,6 +1,6 @@
 """LFLAM: locality-first lookahead and level-aware mapping (paper 2, §3.1.2, Alg. 2).
 
-Choices where the paper is silent or ambiguous (also in ``docs/pardnn.md``):
+Choices where the paper is silent or ambiguous (also in ``docs/methods/pardnn.md``):
 
 * **Levels and spans.** After slicing, the levels are recomputed with the communication
   inside every cluster set to zero (``tl_cl``, ``bl_cl``); a node is expected to run over

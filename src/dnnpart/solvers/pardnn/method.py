@@ -27,7 +27,7 @@ default 200, fewer above 20k nodes) and the better is kept (``stats["step1_sourc
 ``pardnn``, ``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) as the
 placement the memory heuristics start from.
 Reason: on the captured training graphs the paper's step 1 alone is strictly faster than
-LC+GLB in 9 of 20 cells (``docs/pardnn.md``). ``cp_guard=false lc_slicing=false
+LC+GLB in 9 of 20 cells (``docs/methods/pardnn.md``). ``cp_guard=false lc_slicing=false
 glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of it runs with
 ``memory_heuristic=2`` (heuristic II is part of step 1 there).
 """

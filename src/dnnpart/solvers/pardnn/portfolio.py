@@ -16,7 +16,7 @@ each) and the better result is kept (ties: the better-ranked one):
    linear_clustering`) instead of LFLAM;
 4. ``cp-heuristic`` (``cp_guard=true``): the CP heuristic.
 
-Reasons and figures: ``docs/pardnn.md``, "Step-1 portfolio and refinement". On the captured
+Reasons and figures: ``docs/methods/pardnn.md``, "Step-1 portfolio and refinement". On the captured
 training graphs the paper's step 1 alone is strictly faster than LC+GLB in 9 of 20 cells;
 candidate 2 wins where stale secondaries cut an unrolled LSTM badly, candidate 3 where
 LFLAM's K fixed primaries keep the devices of an unrolled LSTM waiting on each other, 4

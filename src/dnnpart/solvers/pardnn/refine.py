@@ -1,7 +1,7 @@
 """Emulator-scored refinement of a placement along its critical chain (ours, not paper 2's).
 
 Paper 2 stops after LFLAM (and the memory heuristics); ``--method pardnn`` adds this
-post-pass (option ``refine_evals``, ``docs/pardnn.md``, "Step-1 portfolio and refinement").
+post-pass (option ``refine_evals``, ``docs/methods/pardnn.md``, "Step-1 portfolio and refinement").
 Reason: on unrolled LSTMs (CCR ~4, below the paper's threshold of 10, so LFLAM looks ahead
 only for totally communicating clusters) the level-aware balancing leaves transfers and busy
 devices on the emulated critical path that one move of one node removes.

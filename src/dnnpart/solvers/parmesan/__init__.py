@@ -2,7 +2,7 @@
 mapping on general topologies.
 
 Phase 2 (mapping) lives in :mod:`~dnnpart.solvers.parmesan.search` over the inputs of
-:mod:`~dnnpart.stages`; see ``docs/parmesan.md`` for every choice made
+:mod:`~dnnpart.stages`; see ``docs/methods/parmesan.md`` for every choice made
 where the paper is silent.
 """
 

@@ -6,7 +6,7 @@ pair: fusing keeps the hyper-graph acyclic (no other path from ``u`` to ``v``: t
 hyper-op stays convex) and the fused hyper-op within device memory.
 
 Choices where the paper is silent (Appendix B is not in the seed text; also in
-``docs/parmesan.md``):
+``docs/methods/parmesan.md``):
 
 * ``c_m(u, v)`` is the total time of the communication edges between ``u`` and ``v``, both
   directions.

@@ -6,7 +6,7 @@ replicas. Fronted subgraphs are the ideals of the op DAG (paper 1's lattice), en
 by level by :func:`dnnpart.graph.ideals.dag_ideals` after the guard below; the levels list
 subsets before supersets, so one pass fills the table.
 
-Choices where the paper is silent or loose (also in ``docs/parmesan.md``):
+Choices where the paper is silent or loose (also in ``docs/methods/parmesan.md``):
 
 * ``T[empty, 0, 0] = 0`` and ``T[empty, s, d] = inf`` otherwise (the paper sets all of them to
   0, which would allow empty stages and idle devices): every stage holds at least one op and

@@ -4,7 +4,7 @@
 ``k=None`` it skips clustering (the exact DP over the atomic op DAG, small graphs only) and with
 ``refine_steps=0`` it skips refinement (the ablations the issue asks for).
 
-Choices (also in ``docs/parmesan.md``):
+Choices (also in ``docs/methods/parmesan.md``):
 
 * **Cluster harder until the lattice fits.** After clustering to ``k`` hyper-ops, the
   hyper-graph's fronted subgraphs are counted by the streaming counter

@@ -5,7 +5,7 @@ neighbour. Valid moves keep the stages a chain of fronted subgraphs (for every s
 ``x -> y``: ``stage(x) <= stage(y)``, which also keeps every stage convex), leave the source
 stage non-empty and keep both changed stages within memory.
 
-Selection rule (the paper's Appendix C is not in the seed text; also in ``docs/parmesan.md``):
+Selection rule (the paper's Appendix C is not in the seed text; also in ``docs/methods/parmesan.md``):
 among valid moves, take the one whose stage times, sorted in decreasing order, are
 lexicographically smallest, and apply it only if that vector is strictly smaller than the
 current one. The first entry is the max stage time, so a step never increases it; ties between

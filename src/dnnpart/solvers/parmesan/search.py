@@ -10,7 +10,7 @@ infeasible raises ``lower`` to it. It stops when ``upper - lower <= eps * upper`
 ``optimal``: exact within the relative ``eps``) or when the time limit cuts a round (status
 ``feasible`` with the final interval and its gap).
 
-Choices where the paper is silent (also in ``docs/parmesan.md``):
+Choices where the paper is silent (also in ``docs/methods/parmesan.md``):
 
 * **Timed-out targets** count as unknown, not as "not found": the paper folds them into the
   lower bound, which can make the reported bound wrong; here ``lower`` only moves on proofs.

@@ -9,7 +9,7 @@ time per sample of :func:`dnnpart.simulate.simulate_pipeline`. Eq. 5's max stage
 mapping, its proven bound and gap are reported in ``stats`` (``eq5_*``): they bound Eq. 5, not
 the simulated time, so the result carries no ``bound``.
 
-Choices (see ``docs/parmesan.md``):
+Choices (see ``docs/methods/parmesan.md``):
 
 * **Devices**: the pipeline runs on the cluster's accelerators (topology device ``i`` = the
   ``i``-th accelerator); other devices (host CPUs) stay idle. ``D`` = number of accelerators.
