@@ -177,6 +177,25 @@ def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -
         np.testing.assert_array_equal(slow.replica_of, fast.replica_of)
 
 
+def test_threads_fill_the_same_replicated_tables() -> None:
+    # each thread prices its slices' replica loads in scratch of its own: with one shared
+    # array the threads read each other's loads and the table came out too low
+    for seed in (0, 4):
+        base = random_problem(np.random.default_rng(seed), n_nodes=16, edge_prob=0.12,
+                              n_accelerators=4, n_cpus=2, training=True)
+        p = Problem(graph=base.graph, objective=base.objective,
+                    cluster=reference_cluster(n_accelerators=4, n_cpus=2, host_bandwidth=4e3,
+                                              memory_bytes=1e9))
+        stage = build_stage_graph(p.graph)
+        lattice = enumerate_stage_ideals(stage)
+        one = run_dp(p, stage, lattice, replication=True, keep_table=True)
+        for _ in range(2):
+            two = run_dp(p, stage, lattice, replication=True, threads=2, keep_table=True)
+            assert two.table is not None and one.table is not None
+            np.testing.assert_array_equal(two.table, one.table)
+            assert two.slices_priced == one.slices_priced
+
+
 def test_devices_without_a_link_are_not_replicated() -> None:
     p = _training_chain([8.0, 1.0], 1e6, 3, 0.0)   # bandwidth 0: no all-reduce possible
     r = solve(p, "dp", replication=True)

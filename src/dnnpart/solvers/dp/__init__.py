@@ -285,7 +285,6 @@ def run_dp(
     max_rep_acc = max(1, n_acc) if replication and math.isfinite(ar_acc) else 1
     max_rep_cpu = max(1, n_cpu) if replication and math.isfinite(ar_cpu) else 1
     ar_acc, ar_cpu = (x if math.isfinite(x) else 0.0 for x in (ar_acc, ar_cpu))
-    rep_load = np.empty((2, max(max_rep_acc, max_rep_cpu) + 1), np.float64)
     count_shape = (n_ideals, n_acc + 1, n_cpu + 1) if replication else (1, 1, 1)
     prev_count = np.ones(count_shape, np.int16)
     bound = (_work_bound(model, stage, lattice)
@@ -302,11 +301,13 @@ def run_dp(
         work, total_work, inv_ratio, live_cell = np.zeros(n_ideals), 0.0, 0.0, True
 
     def scratch() -> tuple[Any, ...]:
-        # in_set, n_succ_in, stamp, walk stack (4), counters, live cells: one set per thread
+        # in_set, n_succ_in, stamp, walk stack (4), counters, live cells, replica loads: one
+        # set per thread (the kernel writes each of them)
         return (np.zeros(n, np.int8), np.zeros(n, np.int32), np.full(n_ideals, -1, np.int32),
                 np.empty(depth, np.int64), np.empty(depth, np.int64), np.empty(depth, np.int64),
                 np.empty((depth, 5), np.float64), np.empty((depth, 2), np.int64),
-                np.zeros(2, np.int64), np.zeros((n_acc + 1, n_cpu + 1), np.int8))
+                np.zeros(2, np.int64), np.zeros((n_acc + 1, n_cpu + 1), np.int8),
+                np.empty((2, max(max_rep_acc, max_rep_cpu) + 1), np.float64))
 
     # small lattices before numba is loaded: the plain twin costs less than loading numba
     small = not_compiled(dp_fill) and lattice.n_cover_pairs <= SMALL_COVER_PAIRS
@@ -319,7 +320,7 @@ def run_dp(
             graph.pred_ptr, graph.pred_idx, graph.pred_edge, edge_cost, node_cost, uniform,
             outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
             model.cpu_cap, model.comm_scale, model.overlap, float(upper), *sc[:8], dp,
-            prev_lower, prev_kind, sc[8], max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load,
+            prev_lower, prev_kind, sc[8], max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, sc[10],
             prev_count, work, total_work, inv_ratio, live_cell, sc[9],
             use_mask, mask_of, mask,
         )
