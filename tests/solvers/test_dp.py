@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dnnpart.solvers.dp as dpmod
+import dnnpart.solvers.dp.driver as driver
 from dnnpart.devices import reference_cluster
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
@@ -20,7 +21,7 @@ from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import enumerate_stage_ideals, run_dp
+from dnnpart.solvers.dp import enumerate_stage_ideals, lattice_kernels, run_dp
 from dnnpart.solvers.dp import kernels as dpk
 from dnnpart.testing import chain_problem, random_problem
 
@@ -365,15 +366,16 @@ def test_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
         stage = build_stage_graph(p.graph)
         fast = enumerate_stage_ideals(stage)
         fast_out = run_dp(p, stage, fast)
-        fast_order = dpk.dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr,
-                                               stage.succ_idx)
+        fast_order = lattice_kernels.dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr,
+                                                           stage.succ_idx)
         with monkeypatch.context() as m:
-            m.setattr("dnnpart.solvers.dp.ideals.enumerate_lattice", dpk.enumerate_lattice.py_func)
-            m.setattr(dpmod, "dp_fill", dpk.dp_fill.py_func)
+            m.setattr("dnnpart.solvers.dp.ideals.enumerate_lattice",
+                      lattice_kernels.enumerate_lattice.py_func)
+            m.setattr(driver, "dp_fill", dpk.dp_fill.py_func)
             slow = enumerate_stage_ideals(stage)
             slow_out = run_dp(p, stage, slow)
-        slow_order = dpk.dfs_topological_order.py_func(stage.n_stage_nodes, stage.succ_ptr,
-                                                       stage.succ_idx)
+        slow_order = lattice_kernels.dfs_topological_order.py_func(
+            stage.n_stage_nodes, stage.succ_ptr, stage.succ_idx)
         assert slow.n_ideals == fast.n_ideals
         for attr in ("parent", "added", "down_ptr", "down_node", "down_lower"):
             np.testing.assert_array_equal(getattr(slow, attr), getattr(fast, attr))
@@ -392,7 +394,7 @@ def test_numpy_rows_equal_the_kernel(problem: Problem, pruned: bool) -> None:
     upper = run_dp(problem, stage, lattice).value * 1.2 if pruned else math.inf
     kernel = run_dp(problem, stage, lattice, upper=upper)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(dpmod, "not_compiled", lambda func: True)
+        m.setattr(driver, "not_compiled", lambda func: True)
         rows = run_dp(problem, stage, lattice, upper=upper)
     assert rows.value == pytest.approx(kernel.value, rel=1e-12)
     if math.isfinite(rows.value):

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import dnnpart.solvers.dp as dpmod
+import dnnpart.solvers.dp.driver as driver
 import dnnpart.solvers.dp.kernels as dpk
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster, two_level_cluster
@@ -169,7 +169,7 @@ def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -
         lattice = enumerate_stage_ideals(stage)
         fast = run_dp(p, stage, lattice, replication=True)
         with monkeypatch.context() as m:
-            m.setattr(dpmod, "dp_fill", dpk.dp_fill.py_func)
+            m.setattr(driver, "dp_fill", dpk.dp_fill.py_func)
             slow = run_dp(p, stage, lattice, replication=True)
         assert slow.value == fast.value
         assert slow.slices_priced == fast.slices_priced
