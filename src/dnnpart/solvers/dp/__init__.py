@@ -31,8 +31,8 @@ Objectives
   all-reduce (read-only weights). The plan says which devices replicate which
   (:attr:`~dnnpart.plan.Plan.replica_of`) and the evaluator scores it the same way
   (:mod:`dnnpart.evaluate.replication`). Time grows by a factor up to ``max(k, l)``; memory
-  by one ``int16`` back-pointer per DP entry; without the option the kernel runs the plain
-  transition unchanged.
+  by one ``int16`` back-pointer per DP entry. Replication has a kernel of its own
+  (:func:`~dnnpart.solvers.dp.kernels.fill_replicated`): without the option none of it runs.
 * Accelerator hierarchies (appendix C.3): on a hierarchical cluster (accelerators in several
   groups) ``dp`` runs :mod:`dnnpart.solvers.dp.hierarchy` instead, exact over contiguous
   pipeline splits with one consecutive run of stages per group (option
@@ -78,10 +78,11 @@ One job each; this package only re-exports their public names, on first use (imp
   ``solve_dpl``), declared as data in :mod:`~dnnpart.solvers.dp.methods`;
   :mod:`~dnnpart.solvers.dp.options` checks their options.
 * :mod:`~dnnpart.solvers.dp.driver`: one DP over one lattice (``run_dp``, ``DpOutcome``):
-  tables, the kernel call, the split read back; :mod:`~dnnpart.solvers.dp.rows`: the
-  order the rows are filled in (chunks, threads).
-* :mod:`~dnnpart.solvers.dp.kernels`: the numba kernel that fills the rows;
-  :mod:`~dnnpart.solvers.dp.small`: the numpy rows.
+  tables, the kernel for the features in use, the split read back;
+  :mod:`~dnnpart.solvers.dp.rows`: the order the rows are filled in (chunks, threads).
+* :mod:`~dnnpart.solvers.dp.kernels`: the numba row kernels, one per feature (plain,
+  replication, work bound, cell mask); :mod:`~dnnpart.solvers.dp.row_twins`: their
+  plain-Python twins; :mod:`~dnnpart.solvers.dp.small`: the numpy rows.
 * :mod:`~dnnpart.solvers.dp.ideals` and :mod:`~dnnpart.solvers.dp.lattice_kernels`: the
   ideal lattices.
 * :mod:`~dnnpart.solvers.dp.devices`: the identical devices the DP assumes;

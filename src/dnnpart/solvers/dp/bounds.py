@@ -1,5 +1,5 @@
 """Work-based bounds of the throughput DP: a lower bound on its optimum, and per ideal the
-work that the work bound of :func:`~dnnpart.solvers.dp.kernels.dp_fill` tests."""
+work that the work bound of :func:`~dnnpart.solvers.dp.kernels.fill_bounded` tests."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def work_bound(
     model: DeviceModel, stage: StageGraph, lattice: IdealLattice,
 ) -> tuple[npt.NDArray[np.float64], float, float] | None:
     """Per ideal its work (:func:`node_work` summed), the total, and ``inv_ratio``: the
-    work bound arguments of :func:`~dnnpart.solvers.dp.kernels.dp_fill` (``None`` as
+    ``bound`` argument of :func:`~dnnpart.solvers.dp.kernels.fill_bounded` (``None`` as
     for :func:`node_work`).
 
     Examples

@@ -1,5 +1,5 @@
-"""The throughput DP over one ideal lattice: its tables, the kernel call that fills them
-(:func:`dnnpart.solvers.dp.kernels.dp_fill`), and the split read back from them."""
+"""The throughput DP over one ideal lattice: its tables, the kernel that fills them (one per
+feature: :mod:`dnnpart.solvers.dp.kernels`), and the split read back from them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ from dnnpart.solvers.dp.kernels import (
     KIND_CPU,
     KIND_FEWER_ACC,
     KIND_FEWER_CPU,
-    dp_fill,
+    fill_bounded,
+    fill_masked,
+    fill_plain,
+    fill_replicated,
 )
 from dnnpart.solvers.dp.rows import fill_by_levels, fill_in_order, report
 from dnnpart.solvers.method import Progress, Stopwatch
@@ -91,10 +94,10 @@ def run_dp(
 
     ``work_bound`` (no ``replication``, finite ``upper``) skips the DP cells that the work
     bound shows cannot be on a split below ``upper`` (see
-    :func:`~dnnpart.solvers.dp.kernels.dp_fill`): same optimum when it is below ``upper``.
-    ``threads > 1`` fills the rows of one lattice level (ideals of one size, which never
-    read each other) in that many threads (the kernel releases the GIL): same tables.
-    Without both this is paper 1's DP.
+    :func:`~dnnpart.solvers.dp.kernels.fill_bounded`): same optimum when it is below
+    ``upper``. ``threads > 1`` fills the rows of one lattice level (ideals of one size, which
+    never read each other) in that many threads (the kernels release the GIL): same tables.
+    Without both this is paper 1's DP (:func:`~dnnpart.solvers.dp.kernels.fill_plain`).
     ``costs`` (``node_cost, uniform, edge_cost, outdeg``) replaces the graph's transfer
     arrays; with a ``stage`` whose ``stage_of`` is ``-1`` for some nodes it prices the graph
     without them (:mod:`dnnpart.solvers.dp.relax`; their entries in the assignment are
@@ -130,16 +133,19 @@ def run_dp(
                                                 else (1, 1, 0.0, 0.0))
     bound = (work_per_ideal(model, stage, lattice)
              if work_bound and not replication and math.isfinite(upper) else None)
-    work, total_work, inv_ratio = bound if bound is not None else (np.zeros(1), 0.0, 0.0)
+    mask = cell_mask if not replication and math.isfinite(upper) else None
+    if mask is not None and bound is None:
+        bound = (np.zeros(n_ideals), 0.0, 0.0)  # every cell passes a zero work bound
+    # the kernel for the features in use; replication with one device of each kind (or no
+    # link between them) is the plain DP
+    kernel: Any = fill_plain
+    if max_rep_acc > 1 or max_rep_cpu > 1:
+        kernel = fill_replicated
+    elif mask is not None:
+        kernel = fill_masked
+    elif bound is not None:
+        kernel = fill_bounded
     n, depth = graph.n_nodes, stage.n_stage_nodes + 2
-    use_mask = cell_mask is not None and not replication and math.isfinite(upper)
-    mask_of, mask = cell_mask if use_mask and cell_mask is not None else (
-        np.zeros(1, np.int32), np.ones((1, 1, 1), np.int8))
-    # the kernel reads the mask where it tests the work bound (a separate flag there made
-    # the loop 4% slower); the mask alone: every cell passes a zero work bound
-    live_cell = bound is not None
-    if use_mask and bound is None:
-        work, total_work, inv_ratio, live_cell = np.zeros(n_ideals), 0.0, 0.0, True
 
     def scratch() -> _Scratch:
         # in_set, n_succ_in, stamp and the walk stack (4 arrays); one set per thread
@@ -150,24 +156,32 @@ def run_dp(
                         np.empty((2, max(max_rep_acc, max_rep_cpu) + 1), np.float64))
 
     # small lattices before numba is loaded: the plain twin costs less than loading numba
-    numba_unused = not_compiled(dp_fill)
+    numba_unused = _rows_not_compiled()
     small = numba_unused and lattice.n_cover_pairs <= SMALL_COVER_PAIRS
-    fill = getattr(dp_fill, "py_func", dp_fill) if small else dp_fill
+    fill = getattr(kernel, "py_func", kernel) if small else kernel
+    arrays = ((lattice.down_ptr, lattice.down_node, lattice.down_lower),
+              (stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
+               graph.pred_ptr, graph.pred_idx, graph.pred_edge, edge_cost, node_cost, uniform,
+               outdeg, graph.memory_bytes),
+              (model.acc_time, model.cpu_time, model.acc_cap, model.cpu_cap, model.comm_scale,
+               model.overlap))
+
+    def own_arguments(sc: _Scratch) -> tuple[Any, ...]:
+        # the arguments of the chosen kernel's feature, with this thread's scratch
+        if kernel is fill_replicated:
+            return ((max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, sc.rep_load, prev_count),)
+        if kernel is fill_masked:
+            return (bound, sc.live, mask)
+        if kernel is fill_bounded:
+            return (bound, sc.live)
+        return ()
 
     def fill_rows(start: int, stop: int, sc: _Scratch) -> None:
-        fill(
-            start, stop, lattice.down_ptr, lattice.down_node, lattice.down_lower,
-            stage.member_ptr, stage.member_idx, graph.succ_ptr, graph.succ_idx,
-            graph.pred_ptr, graph.pred_idx, graph.pred_edge, edge_cost, node_cost, uniform,
-            outdeg, model.acc_time, model.cpu_time, graph.memory_bytes, model.acc_cap,
-            model.cpu_cap, model.comm_scale, model.overlap, float(upper), *sc.walk, *table,
-            sc.counters, max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, sc.rep_load, prev_count,
-            work, total_work, inv_ratio, live_cell, sc.live, use_mask, mask_of, mask,
-        )
+        fill(start, stop, float(upper), *arrays, sc.walk, table, sc.counters, *own_arguments(sc))
 
     by_rows = None
     if (numba_unused and not replication and n_ideals <= SMALL_LATTICE and costs is None
-            and not use_mask and not (clock is not None and clock.expired())):
+            and mask is None and not (clock is not None and clock.expired())):
         from dnnpart.solvers.dp.small import fill_small
 
         by_rows = fill_small(lattice, stage, graph, node_cost, uniform, model.acc_time,
@@ -199,9 +213,15 @@ def run_dp(
                      replica_of if replication else None, kept)
 
 
+def _rows_not_compiled() -> bool:
+    """Whether numba has compiled none of the row kernels in this process (each kernel
+    compiled or loaded from the cache later costs a fraction of that first load)."""
+    return all(not_compiled(k) for k in (fill_plain, fill_replicated, fill_bounded, fill_masked))
+
+
 def _replica_limits(problem: Problem, model: DeviceModel) -> tuple[int, int, float, float]:
     """``(max_rep_acc, max_rep_cpu, ar_acc, ar_cpu)`` of
-    :func:`~dnnpart.solvers.dp.kernels.dp_fill`: up to every device of a kind, at
+    :func:`~dnnpart.solvers.dp.kernels.fill_replicated`: up to every device of a kind, at
     the all-reduce of :func:`~dnnpart.solvers.dp.devices.allreduce_scale`."""
     n_acc, n_cpu = len(model.accelerators), len(model.cpus)
     ar_acc = allreduce_scale(problem, model.accelerators, "accelerators")
