@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dnnpart.solvers.dp as dpmod
+import dnnpart.solvers.dp.driver as driver
 from dnnpart.devices import reference_cluster
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.evaluate import evaluate
@@ -20,8 +21,10 @@ from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import enumerate_stage_ideals, run_dp
+from dnnpart.solvers.dp import enumerate_stage_ideals, lattice_kernels, row_twins, run_dp
 from dnnpart.solvers.dp import kernels as dpk
+from dnnpart.solvers.dp.bounds import work_bound
+from dnnpart.solvers.dp.devices import device_model
 from dnnpart.testing import chain_problem, random_problem
 
 WORKLOADS = (
@@ -365,21 +368,109 @@ def test_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
         stage = build_stage_graph(p.graph)
         fast = enumerate_stage_ideals(stage)
         fast_out = run_dp(p, stage, fast)
-        fast_order = dpk.dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr,
-                                               stage.succ_idx)
+        fast_order = lattice_kernels.dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr,
+                                                           stage.succ_idx)
         with monkeypatch.context() as m:
-            m.setattr("dnnpart.solvers.dp.ideals.enumerate_lattice", dpk.enumerate_lattice.py_func)
-            m.setattr(dpmod, "dp_fill", dpk.dp_fill.py_func)
+            m.setattr("dnnpart.solvers.dp.ideals.enumerate_lattice",
+                      lattice_kernels.enumerate_lattice.py_func)
+            m.setattr(driver, "fill_plain", dpk.fill_plain.py_func)
             slow = enumerate_stage_ideals(stage)
             slow_out = run_dp(p, stage, slow)
-        slow_order = dpk.dfs_topological_order.py_func(stage.n_stage_nodes, stage.succ_ptr,
-                                                       stage.succ_idx)
+        slow_order = lattice_kernels.dfs_topological_order.py_func(
+            stage.n_stage_nodes, stage.succ_ptr, stage.succ_idx)
         assert slow.n_ideals == fast.n_ideals
         for attr in ("parent", "added", "down_ptr", "down_node", "down_lower"):
             np.testing.assert_array_equal(getattr(slow, attr), getattr(fast, attr))
         assert slow_out.value == fast_out.value
         np.testing.assert_array_equal(slow_out.assignment, fast_out.assignment)
         np.testing.assert_array_equal(slow_order, fast_order)
+
+
+ROW_KERNELS = ("fill_plain", "fill_bounded", "fill_masked", "fill_replicated")
+
+
+def _row_kernel_runs(problem: Problem, factor: float, seed: int) -> list[tuple[str, dict[str, object]]]:
+    """``run_dp`` options that pick each unreplicated row kernel, with the kernel they pick."""
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    plain = run_dp(problem, stage, lattice).value
+    upper = factor if not math.isfinite(plain * factor) else plain * factor
+    rng = np.random.default_rng(seed)
+    rows = max(1, lattice.n_ideals // 2)
+    cells = (problem.cluster.n_accelerators + 1, problem.cluster.n_cpus + 1)
+    mask = (rng.integers(0, rows, lattice.n_ideals).astype(np.int32),
+            (rng.random((rows, *cells)) < 0.7).astype(np.int8))
+    bounded = math.isfinite(upper) and work_bound(device_model(problem), stage, lattice) is not None
+    finite = math.isfinite(upper)
+    return [
+        ("fill_plain", {}),
+        ("fill_plain", {"upper": upper}),
+        ("fill_bounded" if bounded else "fill_plain", {"upper": upper, "work_bound": True}),
+        ("fill_masked" if finite else "fill_plain", {"upper": upper, "cell_mask": mask}),
+        ("fill_masked" if finite else "fill_plain",
+         {"upper": upper, "cell_mask": mask, "work_bound": True}),
+    ]
+
+
+def _run_with(problem: Problem, options: dict[str, object], kernels: dict[str, object],
+              used: list[str]) -> dpmod.DpOutcome:
+    """``run_dp`` with the row kernels replaced by ``kernels`` (recording which ran); with
+    none replaced, the compiled kernels (no small-lattice paths)."""
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(driver, "SMALL_COVER_PAIRS", 0)
+        m.setattr(driver, "SMALL_LATTICE", 0)
+        for name, func in kernels.items():
+            def call(*args: object, _name: str = name, _func: object = func) -> object:
+                used.append(_name)
+                return _func(*args)  # type: ignore[operator]
+
+            m.setattr(driver, name, call)
+        return run_dp(problem, stage, lattice, keep_table=True, **options)  # type: ignore[arg-type]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.sampled_from([1.0, 1.3, math.inf]), st.integers(0, 2**31))
+def test_row_kernels_equal_their_source_as_python(problem: Problem, factor: float, seed: int) -> None:
+    # .py_func runs each kernel's own source in Python: the same tables, choices and counts
+    for name, options in _row_kernel_runs(problem, factor, seed):
+        used: list[str] = []
+        compiled = _run_with(problem, options, {}, used)
+        python = _run_with(problem, options, {k: getattr(dpk, k).py_func for k in ROW_KERNELS},
+                           used)
+        assert set(used) == {name}
+        assert compiled.table is not None and python.table is not None
+        np.testing.assert_array_equal(python.table, compiled.table)
+        assert python.value == compiled.value
+        assert (python.slices_priced, python.slices_pruned) == (compiled.slices_priced,
+                                                                compiled.slices_pruned)
+        if compiled.assignment is not None:
+            assert python.assignment is not None
+            np.testing.assert_array_equal(python.assignment, compiled.assignment)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(), st.sampled_from([1.0, 1.3, math.inf]), st.integers(0, 2**31))
+def test_row_kernels_equal_their_twins(problem: Problem, factor: float, seed: int) -> None:
+    # the twins (dp.row_twins) fill each row from the recurrence's definition; integer
+    # times, costs and memory make every sum exact, so the tables agree to the bit
+    for name, options in _row_kernel_runs(problem, factor, seed):
+        used: list[str] = []
+        compiled = _run_with(problem, options, {}, used)
+        twin = _run_with(problem, options, {k: getattr(row_twins, k) for k in ROW_KERNELS}, used)
+        assert set(used) == {name}
+        assert compiled.table is not None and twin.table is not None
+        np.testing.assert_array_equal(twin.table, compiled.table)
+        assert twin.value == compiled.value
+        if name == "fill_plain":
+            assert (twin.slices_priced, twin.slices_pruned) == (compiled.slices_priced,
+                                                                compiled.slices_pruned)
+        else:  # the kernels' cut falls with the row's live cells: fewer slices
+            assert compiled.slices_priced <= twin.slices_priced
+        plan = twin.plan()
+        if plan is not None:
+            assert evaluate(problem, plan).objective == pytest.approx(twin.value, rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -392,7 +483,7 @@ def test_numpy_rows_equal_the_kernel(problem: Problem, pruned: bool) -> None:
     upper = run_dp(problem, stage, lattice).value * 1.2 if pruned else math.inf
     kernel = run_dp(problem, stage, lattice, upper=upper)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(dpmod, "not_compiled", lambda func: True)
+        m.setattr(driver, "not_compiled", lambda func: True)
         rows = run_dp(problem, stage, lattice, upper=upper)
     assert rows.value == pytest.approx(kernel.value, rel=1e-12)
     if math.isfinite(rows.value):

@@ -255,7 +255,8 @@ def test_hierarchy_without_bandwidths_is_refused() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_numba_kernel_and_its_twin_equal_the_plain_dp(problem: Problem, upper: float) -> None:
     """The compiled hierarchy DP, its ``.py_func`` twin and the plain reference agree."""
-    from dnnpart.solvers.dp import _device_model, enumerate_stage_ideals
+    from dnnpart.solvers.dp import enumerate_stage_ideals
+    from dnnpart.solvers.dp.devices import device_model
     from dnnpart.solvers.dp.hierarchy import (
         hierarchy_model,
         run_hierarchy_dp,
@@ -264,7 +265,7 @@ def test_numba_kernel_and_its_twin_equal_the_plain_dp(problem: Problem, upper: f
 
     stage = build_stage_graph(problem.graph, merge_trivial=False)
     lattice = enumerate_stage_ideals(stage)
-    model = _device_model(problem)
+    model = device_model(problem)
     levels = hierarchy_model(problem, model.comm_scale)
     kw = dict(acc_time=model.acc_time, cpu_time=model.cpu_time, acc_cap=model.acc_cap,
               cpu_cap=model.cpu_cap)
@@ -292,7 +293,7 @@ def test_numba_kernel_and_its_twin_equal_the_plain_dp(problem: Problem, upper: f
 def test_small_enumeration_equals_the_kernel(seed: int, n: int, p: float) -> None:
     """The plain-Python ideal walk used before numba loads gives the kernel's exact lattice."""
     from dnnpart.solvers.dp.ideals import _ZOBRIST_SEED, enumerate_small
-    from dnnpart.solvers.dp.kernels import enumerate_lattice
+    from dnnpart.solvers.dp.lattice_kernels import enumerate_lattice
 
     rng = np.random.default_rng(seed)
     stage = build_stage_graph(random_problem(rng, n_nodes=n, edge_prob=p).graph,

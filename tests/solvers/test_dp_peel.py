@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import dnnpart.solvers.dp as dpmod
+import dnnpart.solvers.dp.peeled as peeled
+import dnnpart.solvers.dp.solve as solve_module
 from dnnpart.evaluate import evaluate
 from dnnpart.graph.core import build_graph
 from dnnpart.graph.stage_graph import build_stage_graph
@@ -25,8 +26,8 @@ from dnnpart.testing import random_problem
 @pytest.fixture
 def always_peel(monkeypatch: pytest.MonkeyPatch) -> None:
     # small lattices, every one-neighbour leaf and side component peeled
-    monkeypatch.setattr(dpmod, "PEEL_IDEALS", 1)
-    monkeypatch.setattr(dpmod, "PEEL_RATIO", 1.0)
+    monkeypatch.setattr(peeled, "PEEL_IDEALS", 1)
+    monkeypatch.setattr(peeled, "PEEL_RATIO", 1.0)
     monkeypatch.setattr(relax, "LIGHT_FRACTION", 1e300)
 
 
@@ -200,7 +201,7 @@ def test_a_stop_anywhere_keeps_the_meaning(always_peel: None,
     for k in itertools.count():
         if statuses[-1] is Status.OPTIMAL or k > 2000:
             break
-        monkeypatch.setattr(dpmod, "Stopwatch", limited(k))
+        monkeypatch.setattr(solve_module, "Stopwatch", limited(k))
         r = solve(p, "dp")
         statuses.append(r.status)
         if r.status is Status.OPTIMAL:

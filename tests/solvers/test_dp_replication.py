@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import dnnpart.solvers.dp as dpmod
+import dnnpart.solvers.dp.driver as driver
 import dnnpart.solvers.dp.kernels as dpk
+import dnnpart.solvers.dp.row_twins as row_twins
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster, two_level_cluster
 from dnnpart.graph.stage_graph import build_stage_graph
@@ -169,12 +170,57 @@ def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -
         lattice = enumerate_stage_ideals(stage)
         fast = run_dp(p, stage, lattice, replication=True)
         with monkeypatch.context() as m:
-            m.setattr(dpmod, "dp_fill", dpk.dp_fill.py_func)
+            for name in ("fill_plain", "fill_replicated"):
+                m.setattr(driver, name, getattr(dpk, name).py_func)
             slow = run_dp(p, stage, lattice, replication=True)
         assert slow.value == fast.value
         assert slow.slices_priced == fast.slices_priced
         np.testing.assert_array_equal(slow.assignment, fast.assignment)
         np.testing.assert_array_equal(slow.replica_of, fast.replica_of)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(replicable_problems(), st.sampled_from([1.0, 1.3, math.inf]))
+def test_replicated_kernel_equals_its_twin(problem: Problem, factor: float) -> None:
+    # dp.row_twins.fill_replicated fills each row from the recurrence's definition; integer
+    # times, costs and memory keep the sums exact (the all-reduce is priced alike in both)
+    stage = build_stage_graph(problem.graph)
+    lattice = enumerate_stage_ideals(stage)
+    best = run_dp(problem, stage, lattice, replication=True).value
+    upper = factor if not math.isfinite(best * factor) else best * factor
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(driver, "SMALL_COVER_PAIRS", 0)
+        m.setattr(driver, "SMALL_LATTICE", 0)
+        compiled = run_dp(problem, stage, lattice, upper=upper, replication=True, keep_table=True)
+        for name in ("fill_plain", "fill_replicated"):
+            m.setattr(driver, name, getattr(row_twins, name))
+        twin = run_dp(problem, stage, lattice, upper=upper, replication=True, keep_table=True)
+    assert compiled.table is not None and twin.table is not None
+    np.testing.assert_array_equal(twin.table, compiled.table)
+    assert (twin.slices_priced, twin.slices_pruned) == (compiled.slices_priced,
+                                                        compiled.slices_pruned)
+    plan = twin.plan()
+    if plan is not None:
+        assert evaluate(problem, plan).objective == pytest.approx(twin.value, rel=1e-9)
+
+
+def test_threads_fill_the_same_replicated_tables() -> None:
+    # each thread prices its slices' replica loads in scratch of its own: with one shared
+    # array the threads read each other's loads and the table came out too low
+    for seed in (0, 4):
+        base = random_problem(np.random.default_rng(seed), n_nodes=16, edge_prob=0.12,
+                              n_accelerators=4, n_cpus=2, training=True)
+        p = Problem(graph=base.graph, objective=base.objective,
+                    cluster=reference_cluster(n_accelerators=4, n_cpus=2, host_bandwidth=4e3,
+                                              memory_bytes=1e9))
+        stage = build_stage_graph(p.graph)
+        lattice = enumerate_stage_ideals(stage)
+        one = run_dp(p, stage, lattice, replication=True, keep_table=True)
+        for _ in range(2):
+            two = run_dp(p, stage, lattice, replication=True, threads=2, keep_table=True)
+            assert two.table is not None and one.table is not None
+            np.testing.assert_array_equal(two.table, one.table)
+            assert two.slices_priced == one.slices_priced
 
 
 def test_devices_without_a_link_are_not_replicated() -> None:

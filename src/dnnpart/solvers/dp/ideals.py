@@ -15,7 +15,7 @@ import numpy.typing as npt
 from dnnpart._jit import not_compiled
 from dnnpart.errors import ProblemTooLargeError
 from dnnpart.graph.stage_graph import StageGraph
-from dnnpart.solvers.dp.kernels import enumerate_lattice
+from dnnpart.solvers.dp.lattice_kernels import dfs_topological_order, enumerate_lattice
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -155,7 +155,7 @@ def enumerate_small(
     n: int, pred_ptr: IntArray, pred_idx: IntArray, succ_ptr: IntArray, succ_idx: IntArray,
     max_ideals: int, max_edges: int,
 ) -> tuple[int, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array] | None:
-    """:func:`~dnnpart.solvers.dp.kernels.enumerate_lattice` over Python-int bitmasks.
+    """:func:`~dnnpart.solvers.dp.lattice_kernels.enumerate_lattice` over Python-int bitmasks.
 
     Same ideals, numbering and cover edges in the same order (first discovery, layer by
     layer, frontiers in the kernel's order); ``None`` when more than ``max_ideals`` ideals or
@@ -221,3 +221,18 @@ def linear_ideals(order: IntArray) -> IdealLattice:
     ptr = np.concatenate(([0, 0], np.arange(1, n + 1))).astype(np.int64)
     return IdealLattice(n_ideals=n + 1, parent=parent, added=added, down_ptr=ptr,
                         down_node=order.astype(np.int32), down_lower=idx[:-1].copy())
+
+
+def dfs_lattice(stage: StageGraph) -> IdealLattice:
+    """DPL's lattice (paper 1, section 5.1.2): the prefixes of a depth-first topological
+    order of the stage DAG (:func:`~dnnpart.solvers.dp.lattice_kernels.dfs_topological_order`).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> from dnnpart.graph.stage_graph import build_stage_graph
+    >>> dfs_lattice(build_stage_graph(chain_graph(3))).n_ideals
+    4
+    """
+    order = dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr, stage.succ_idx)
+    return linear_ideals(np.asarray(order, dtype=np.int64))

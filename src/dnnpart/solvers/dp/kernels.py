@@ -1,474 +1,370 @@
-"""Numba kernels of the throughput DP (``.py_func`` of each is its plain-Python twin).
+"""Numba kernels that fill the throughput DP's rows: one kernel per feature.
 
-Three kernels:
+Each kernel fills the rows ``i_start <= I < i_end`` of the DP tables (ideals numbered so
+that subsets come first) and returns ``counters`` (``[0]`` += slices priced, ``[1]`` +=
+slices cut). They share one walk (:func:`_walk_row`): for ideal ``I`` it enumerates the
+ideals ``J`` below ``I`` by a depth-first walk over down-edges (each ``J`` once, via a
+stamp array), growing the slice ``U = I \\ J`` one stage node at a time and updating its
+price incrementally. A slice's compute time only grows as it grows, so the walk stops below
+a slice whose compute reaches the cut on every device kind that can hold it: no larger
+slice can be part of a better split. What differs per feature (which cells take a slice,
+how, and where the walk is cut) is a strategy argument of the walk that numba resolves at
+compile time; the kernels choose it.
 
-* :func:`enumerate_lattice` lists the ideals of a DAG layer by layer (by size), each as its
-  parent ideal plus one node, and records every cover relation ``J = I - m`` of the lattice
-  (the "down-edges" the DP walks). Ideals of one layer are deduplicated with Zobrist hashing
-  (XOR of per-node random keys, updated in O(1) per added node) in an open-addressing table,
-  confirmed by comparing uint64 bitsets; only two layers of bitsets are alive at a time.
-* :func:`dfs_topological_order` is the linearization of DPL (paper 1, section 5.1.2).
-* :func:`dp_fill` fills DP rows. For ideal ``I`` it enumerates the ideals ``J`` below ``I``
-  by a depth-first walk over down-edges (each ``J`` once, via a stamp array), growing the
-  slice ``U = I \\ J`` one stage node at a time and updating its load incrementally. Since a
-  slice's compute time can only grow as it grows, the walk stops where the compute time of
-  ``U`` on every device kind that can hold it reaches ``upper`` (a known solution's value):
-  no such slice can be part of a better solution.
+* :func:`fill_plain`: paper 1's DP, cut at ``upper`` (a known split's value, or ``inf``).
+* :func:`fill_replicated`: a slice may also run on several devices at once (appendix C.2).
+* :func:`fill_bounded`: the work bound skips cells and cuts each row's walk lower.
+* :func:`fill_masked`: the work bound and a cell mask (the peeled relaxation's bounds).
+
+The arguments travel in groups (tuples; numba unpacks them at no cost):
+
+* ``lattice = (down_ptr, down_node, down_lower)``: the cover relations (CSR by ideal).
+* ``slices = (member_ptr, member_idx, succ_ptr, succ_idx, pred_ptr, pred_idx, pred_edge,
+  edge_cost, node_cost, uniform, outdeg, memory)``: stage nodes' original nodes, the graph
+  and what pricing a slice reads.
+* ``devices = (acc_time, cpu_time, acc_cap, cpu_cap, comm_scale, overlap)``: the identical
+  accelerators and CPUs (``overlap``: :data:`OVERLAP_CODES`).
+* ``walk = (in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u)``: scratch of
+  one thread. ``in_set``/``n_succ_in`` must be all zero and ``stamp`` all -1 on entry (they
+  are returned so); the walk stack has ``n_stage_nodes + 2`` frames (``st_f``: 5 floats,
+  ``st_u``: 2 ints each).
+* ``table = (dp, prev_lower, prev_kind)``: ``dp[I, a, c]`` = least max-load splitting
+  ideal ``I`` over at most ``a`` accelerators and ``c`` CPUs (``inf`` when impossible);
+  exact where below ``upper`` (slices whose compute reaches it are not priced, so a value
+  from ``upper`` on may be ``inf`` or too high). The choice is kept in
+  ``prev_lower``/``prev_kind`` (codes ``KIND_*``).
+
+The load of a device holding the original nodes ``S`` is the evaluator's: compute plus
+``c_u`` once per own node with an out-edge leaving ``S`` and once per outside node with an
+edge into ``S`` (per edge for non-uniform nodes), scaled by ``comm_scale``, combined per
+``overlap``; CPUs pay compute only.
+
+``.py_func`` of each kernel runs its own source as Python (tests of the compiled code);
+:mod:`dnnpart.solvers.dp.row_twins` holds the twins written separately.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dnnpart._jit import helper, kernel, linear_kernel
+from dnnpart._jit import helper, kernel
 
 #: Overlap modes of paper 1, appendix C.1, as kernel codes.
 OVERLAP_CODES = {"none": 0, "compute-comm": 1, "full-duplex": 2}
 
-#: ``prev_kind`` codes of :func:`dp_fill`.
+#: ``prev_kind`` codes: the last slice on one more accelerator or CPU, the cell's value
+#: taken from one accelerator or CPU fewer, or no choice (the empty ideal, or ``inf``).
 KIND_ACC, KIND_CPU, KIND_FEWER_ACC, KIND_FEWER_CPU, KIND_BASE = 0, 1, 2, 3, -1
 
 
 @kernel
-def enumerate_lattice(n, pred_ptr, pred_idx, succ_ptr, succ_idx, zobrist, max_ideals, max_edges):  # type: ignore[no-untyped-def]
-    """Enumerate the ideals of a DAG (ids topological) by size, with their cover relations.
+def fill_plain(i_start, i_end, upper, lattice, slices, devices, walk, table, counters):  # type: ignore[no-untyped-def]
+    """Fill DP rows ``i_start <= I < i_end`` by paper 1's transition.
 
-    Returns ``(n_ideals, parent, added, edge_upper, edge_node, edge_lower)``: ideal ``i`` is
-    ``parent[i]`` plus node ``added[i]`` (ideal 0 is empty); each edge says
-    ``edge_upper = edge_lower + {edge_node}``. When more than ``max_ideals`` ideals exist,
-    returns ``n_ideals = -1`` early (memory stays bounded by the limit); when more than
-    ``max_edges`` cover edges (or frontier pairs of one level) would be stored, returns
-    ``n_ideals = -2`` before allocating them.
+    ``dp[I, a, c] = min over J of max(dp[J, a - 1, c], acc(I \\ J))`` (or
+    ``max(dp[J, a, c - 1], cpu(I \\ J))``), over the slices whose compute on that kind of
+    device is below ``upper``; then the best over fewer devices. Arguments: see the module
+    docstring.
     """
-    n_words = (n + 63) // 64
-    one = np.uint64(1)
-    cap = 1024
-    parent = np.empty(cap, np.int32)
-    added = np.empty(cap, np.int32)
-    parent[0] = -1
-    added[0] = -1
-    n_ideals = 1
-    e_cap = 1024
-    e_upper = np.empty(e_cap, np.int32)
-    e_node = np.empty(e_cap, np.int32)
-    e_lower = np.empty(e_cap, np.int32)
-    n_edges = 0
-
-    indeg = np.zeros(n, np.int64)
-    for v in range(n):
-        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
-    n_sources = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            n_sources += 1
-    cur_bits = np.zeros((1, n_words), np.uint64)
-    cur_hash = np.zeros(1, np.uint64)
-    cur_gidx = np.zeros(1, np.int64)
-    cur_fptr = np.zeros(2, np.int64)
-    cur_fidx = np.empty(max(n_sources, 1), np.int64)
-    t = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            cur_fidx[t] = v
-            t += 1
-    cur_fptr[1] = n_sources
-    n_cur = 1
-
-    while n_cur > 0:
-        total = cur_fptr[n_cur]
-        if total == 0:
-            break
-        if total > max_edges:
-            return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
-        t_cap = 16
-        while t_cap < 2 * total:
-            t_cap *= 2
-        mask = np.uint64(t_cap - 1)
-        table = np.full(t_cap, -1, np.int64)
-        nxt_bits = np.empty((total, n_words), np.uint64)
-        nxt_hash = np.empty(total, np.uint64)
-        nxt_gidx = np.empty(total, np.int64)
-        nxt_fptr = np.zeros(total + 1, np.int64)
-        f_cap = 2 * total + 16
-        nxt_fidx = np.empty(f_cap, np.int64)
-        n_f = 0
-        n_nxt = 0
-        for j in range(n_cur):
-            for f in range(cur_fptr[j], cur_fptr[j + 1]):
-                v = cur_fidx[f]
-                vw = v >> 6
-                vb = one << np.uint64(v & 63)
-                h = cur_hash[j] ^ zobrist[v]
-                slot = int(h & mask)
-                found = -1
-                while table[slot] != -1:
-                    c = table[slot]
-                    if nxt_hash[c] == h:
-                        same = True
-                        for w in range(n_words):
-                            word = cur_bits[j, w]
-                            if w == vw:
-                                word = word | vb
-                            if word != nxt_bits[c, w]:
-                                same = False
-                                break
-                        if same:
-                            found = c
-                            break
-                    slot = int((np.uint64(slot) + one) & mask)
-                if found == -1:
-                    if n_ideals >= max_ideals:
-                        return -1, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
-                    c = n_nxt
-                    n_nxt += 1
-                    table[slot] = c
-                    for w in range(n_words):
-                        nxt_bits[c, w] = cur_bits[j, w]
-                    nxt_bits[c, vw] = nxt_bits[c, vw] | vb
-                    nxt_hash[c] = h
-                    if n_ideals == cap:
-                        cap *= 2
-                        parent2 = np.empty(cap, np.int32)
-                        added2 = np.empty(cap, np.int32)
-                        parent2[:n_ideals] = parent[:n_ideals]
-                        added2[:n_ideals] = added[:n_ideals]
-                        parent = parent2
-                        added = added2
-                    parent[n_ideals] = cur_gidx[j]
-                    added[n_ideals] = v
-                    nxt_gidx[c] = n_ideals
-                    n_ideals += 1
-                    # frontier of the new ideal: the old one without v, plus successors of
-                    # v whose predecessors are now all inside
-                    need = (cur_fptr[j + 1] - cur_fptr[j]) + (succ_ptr[v + 1] - succ_ptr[v])
-                    if n_f + need > f_cap:
-                        f_cap = 2 * (n_f + need)
-                        fidx2 = np.empty(f_cap, np.int64)
-                        fidx2[:n_f] = nxt_fidx[:n_f]
-                        nxt_fidx = fidx2
-                    for g in range(cur_fptr[j], cur_fptr[j + 1]):
-                        if cur_fidx[g] != v:
-                            nxt_fidx[n_f] = cur_fidx[g]
-                            n_f += 1
-                    for e in range(succ_ptr[v], succ_ptr[v + 1]):
-                        x = succ_idx[e]
-                        ready = True
-                        for q in range(pred_ptr[x], pred_ptr[x + 1]):
-                            p = pred_idx[q]
-                            if (nxt_bits[c, p >> 6] >> np.uint64(p & 63)) & one == 0:
-                                ready = False
-                                break
-                        if ready:
-                            nxt_fidx[n_f] = x
-                            n_f += 1
-                    nxt_fptr[c + 1] = n_f
-                    found = c
-                if n_edges >= max_edges:
-                    return -2, parent[:0], added[:0], e_upper[:0], e_node[:0], e_lower[:0]
-                if n_edges == e_cap:
-                    e_cap *= 2
-                    u2 = np.empty(e_cap, np.int32)
-                    n2 = np.empty(e_cap, np.int32)
-                    l2 = np.empty(e_cap, np.int32)
-                    u2[:n_edges] = e_upper[:n_edges]
-                    n2[:n_edges] = e_node[:n_edges]
-                    l2[:n_edges] = e_lower[:n_edges]
-                    e_upper = u2
-                    e_node = n2
-                    e_lower = l2
-                e_upper[n_edges] = nxt_gidx[found]
-                e_node[n_edges] = v
-                e_lower[n_edges] = cur_gidx[j]
-                n_edges += 1
-        cur_bits = nxt_bits[:n_nxt]
-        cur_hash = nxt_hash[:n_nxt]
-        cur_gidx = nxt_gidx[:n_nxt]
-        cur_fptr = nxt_fptr[: n_nxt + 1]
-        cur_fidx = nxt_fidx[:n_f]
-        n_cur = n_nxt
-    return (n_ideals, parent[:n_ideals], added[:n_ideals], e_upper[:n_edges],
-            e_node[:n_edges], e_lower[:n_edges])
-
-
-@linear_kernel
-def dfs_topological_order(n, succ_ptr, succ_idx):  # type: ignore[no-untyped-def]
-    """A topological order that follows a depth-first traversal (DPL's linearization).
-
-    A node is emitted once all its predecessors are; among ready nodes the most recently
-    readied one goes next, so the order runs down one branch before taking up another
-    (smallest ids first among simultaneous choices).
-    """
-    indeg = np.zeros(n, np.int64)
-    for e in range(succ_idx.shape[0]):
-        indeg[succ_idx[e]] += 1
-    stack = np.empty(n, np.int64)
-    top = 0
-    for v in range(n - 1, -1, -1):
-        if indeg[v] == 0:
-            stack[top] = v
-            top += 1
-    order = np.empty(n, np.int64)
-    t = 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        order[t] = u
-        t += 1
-        for e in range(succ_ptr[u + 1] - 1, succ_ptr[u] - 1, -1):
-            w = succ_idx[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
-    return order[:t]
-
-
-@linear_kernel
-def ideal_sums(parent, added, value):  # type: ignore[no-untyped-def]
-    """Per ideal, the sum of ``value`` over its nodes (``parent``/``added`` of a lattice)."""
-    out = np.zeros(parent.shape[0], np.float64)
-    for i in range(1, parent.shape[0]):
-        out[i] = out[parent[i]] + value[added[i]]
-    return out
+    dp, prev_lower, prev_kind = table
+    use_acc = dp.shape[1] > 1
+    use_cpu = dp.shape[2] > 1
+    for big in range(i_start, i_end):
+        if _start_row(big, dp, prev_lower, prev_kind):  # type: ignore[no-untyped-call]
+            _walk_row(big, upper, use_acc, use_cpu, lattice, slices, devices, walk, table,  # type: ignore[no-untyped-call]
+                      counters, None, None)
+            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
+    return counters
 
 
 @kernel
-def dp_fill(  # type: ignore[no-untyped-def]
-    i_start, i_end, down_ptr, down_node, down_lower, member_ptr, member_idx,
-    succ_ptr, succ_idx, pred_ptr, pred_idx, pred_edge, edge_cost, node_cost, uniform, outdeg,
-    acc_time, cpu_time, memory, acc_cap, cpu_cap, comm_scale, overlap, upper,
-    in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u,
-    dp, prev_lower, prev_kind, counters,
-    max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count,
-    work, total_work, inv_ratio, live_cell, src_ok,
-    use_mask, mask_of, cell_mask,
-):
-    """Fill DP rows ``i_start <= I < i_end`` (ideals numbered so that subsets come first).
+def fill_replicated(i_start, i_end, upper, lattice, slices, devices, walk, table, counters, replicas):  # type: ignore[no-untyped-def]
+    """Fill DP rows ``i_start <= I < i_end`` where a slice may run on several replicas.
 
-    ``dp[I, a, c]`` = least max-load splitting ideal ``I`` over at most ``a`` accelerators
-    and ``c`` CPUs (``inf`` when impossible or when every split is ``>= upper``); the
-    choice is kept in ``prev_lower``/``prev_kind``. The load of a device holding the
-    original nodes ``S`` is the evaluator's: compute plus ``c_u`` once per own node with an
-    out-edge leaving ``S`` and once per outside node with an edge into ``S`` (per edge for
-    non-uniform nodes), scaled by ``comm_scale``, combined per ``overlap``; CPUs pay compute
-    only. ``in_set``/``n_succ_in`` must be all zero and ``stamp`` all -1 on entry (they are
-    returned so). ``counters[0]`` += slices priced, ``counters[1]`` += slices cut by
-    ``upper``.
+    Paper 1, appendix C.2: a slice may also run on ``k <= max_rep_acc`` accelerators
+    (``k <= max_rep_cpu`` CPUs) at once, at load ``load / k`` plus (overlap 0) or max-ed
+    with (overlap 1, 2) the all-reduce ``(k - 1) / k * W * ar`` (``W``: the slice's memory,
+    ``ar``: load units per byte of the all-reduce link, 0 for inference):
+    ``dp[I, a, c] = min over J, k of max(dp[J, a - k, c], load on k replicas)``, likewise
+    for CPUs. The walk stops where the least load on any number of replicas (compute / k
+    with its all-reduce, which only grows with the slice too) reaches ``upper``.
 
-    Replication (paper 1, appendix C.2): a slice may also run on ``k <= max_rep_acc``
-    accelerators (``k <= max_rep_cpu`` CPUs) at once, at load ``load / k`` plus (overlap 0)
-    or max-ed with (overlap 1, 2) the all-reduce ``(k - 1) / k * W * ar`` (``W``: the
-    slice's memory, ``ar``: load units per byte of the all-reduce link, 0 for inference).
-    ``rep_load`` is a ``(2, max(max_rep_acc, max_rep_cpu) + 1)`` scratch array; the chosen
-    ``k`` goes to ``prev_count`` (only written when some ``max_rep_* > 1``, so without
-    replication it may be a ``(1, 1, 1)`` dummy). ``max_rep_acc = max_rep_cpu = 1`` is the
-    plain DP.
-
-    Work bound (``live_cell``, no replication, ``upper`` finite): a cell ``(I, a, c)`` is
-    skipped when ``work[I]`` (per ideal, in accelerator time units) cannot fit on ``a``
-    accelerators and ``c`` CPUs below ``upper``, or ``total_work - work[I]`` on the devices
-    left (:func:`cell_is_live`); a row without such a cell is left ``inf`` unwalked, and
-    its walk stops where the slice's compute reaches the worst best so far of the live cells
-    (per device kind), which only falls. ``src_ok`` is an ``(n_acc + 1, n_cpu + 1)`` int8
-    scratch array (the live cells of the row).
-
-    Cell mask (``use_mask``, only with ``live_cell``): also skip the cells ``(I, a, c)`` with
-    ``cell_mask[mask_of[I], a, c] == 0`` (the peeled relaxation's bounds,
-    :mod:`dnnpart.solvers.dp.relax`: a split below ``upper`` passes only through cells whose
-    relaxed prefix and suffix are below it); the row's walk is cut as with the work bound.
+    ``replicas = (max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count)``:
+    ``rep_load`` is a ``(2, max(max_rep_acc, max_rep_cpu) + 1)`` scratch array of the
+    thread; the chosen ``k`` goes to ``prev_count`` (shaped like ``dp``). Other arguments:
+    see the module docstring.
     """
-    n_acc = dp.shape[1] - 1
-    n_cpu = dp.shape[2] - 1
-    inf = np.inf
-    replicate = max_rep_acc > 1 or max_rep_cpu > 1
+    dp, prev_lower, prev_kind = table
+    use_acc = dp.shape[1] > 1
+    use_cpu = dp.shape[2] > 1
     for big in range(i_start, i_end):
-        use_acc = n_acc > 0
-        use_cpu = n_cpu > 0
-        cut_acc = upper
-        cut_cpu = upper
-        for a in range(n_acc + 1):
-            for c in range(n_cpu + 1):
-                dp[big, a, c] = inf
-                prev_lower[big, a, c] = -1
-                prev_kind[big, a, c] = KIND_BASE
-        if big == 0:
-            for a in range(n_acc + 1):
-                for c in range(n_cpu + 1):
-                    dp[0, a, c] = 0.0
+        if _start_row(big, dp, prev_lower, prev_kind):  # type: ignore[no-untyped-call]
+            _walk_row(big, upper, use_acc, use_cpu, lattice, slices, devices, walk, table,  # type: ignore[no-untyped-call]
+                      counters, None, replicas)
+            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
+    return counters
+
+
+@kernel
+def fill_bounded(i_start, i_end, upper, lattice, slices, devices, walk, table, counters, bound, live):  # type: ignore[no-untyped-def]
+    """Fill DP rows ``i_start <= I < i_end``, skipping the cells the work bound rules out.
+
+    ``upper`` must be finite. ``bound = (work, total_work, inv_ratio)``: a cell
+    ``(I, a, c)`` is skipped (left ``inf``) when ``work[I]`` (per ideal, in accelerator time
+    units) cannot fit on ``a`` accelerators and ``c`` CPUs below ``upper``, or
+    ``total_work - work[I]`` on the devices left (:func:`cell_is_live`). A row without such
+    a cell is left ``inf`` unwalked, and its walk stops where the slice's compute reaches
+    the worst best so far of the live cells (per device kind), which only falls. The live
+    cells are filled as :func:`fill_plain` fills them, from the rows below as this kernel
+    left them (no slice the walk skips could improve one). ``live`` is an
+    ``(n_acc + 1, n_cpu + 1)`` int8 scratch array of the thread (the row's live cells).
+    Other arguments: see the module docstring.
+    """
+    dp, prev_lower, prev_kind = table
+    for big in range(i_start, i_end):
+        if not _start_row(big, dp, prev_lower, prev_kind):  # type: ignore[no-untyped-call]
             continue
-        if live_cell:
-            # the row's cells that can still be on a split below upper, and the kinds of
-            # device their last slice may use
-            use_acc = False
-            use_cpu = False
-            for a in range(n_acc + 1):
-                for c in range(n_cpu + 1):
-                    live = cell_is_live(  # type: ignore[no-untyped-call]
-                        work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio)
-                    if use_mask and cell_mask[mask_of[big], a, c] == 0:
-                        live = False
-                    if live:
-                        src_ok[a, c] = 1
-                        if a > 0:
-                            use_acc = True
-                        if c > 0:
-                            use_cpu = True
-                    else:
-                        src_ok[a, c] = 0
-            if not (use_acc or use_cpu):
-                continue
-        stamp[big] = big
-        sp = 0
-        st_lower[0] = big
-        st_pos[0] = down_ptr[big]
-        st_node[0] = -1
-        for q in range(5):
-            st_f[0, q] = 0.0
-        st_u[0, 0] = 0
-        st_u[0, 1] = 0
-        while sp >= 0:
-            cur = st_lower[sp]
-            pos = st_pos[sp]
-            if pos == down_ptr[cur + 1]:
-                s = st_node[sp]
-                if s >= 0:
-                    # undo membership of stage node s (reverse order of adding)
-                    for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
-                        x = member_idx[r]
-                        in_set[x] = 0
-                        for q in range(pred_ptr[x], pred_ptr[x + 1]):
-                            n_succ_in[pred_idx[q]] -= 1
-                sp -= 1
-                continue
-            st_pos[sp] = pos + 1
-            lower = down_lower[pos]
-            if stamp[lower] == big:
-                continue
-            stamp[lower] = big
-            s = down_node[pos]
-            comp_acc = st_f[sp, 0]
-            comp_cpu = st_f[sp, 1]
-            mem = st_f[sp, 2]
-            comm_in = st_f[sp, 3]
-            comm_out = st_f[sp, 4]
-            bad_acc = st_u[sp, 0]
-            bad_cpu = st_u[sp, 1]
-            for r in range(member_ptr[s], member_ptr[s + 1]):
-                x = member_idx[r]
-                ta = acc_time[x]
-                tc = cpu_time[x]
-                if ta == inf:
-                    bad_acc += 1
-                else:
-                    comp_acc += ta
-                if tc == inf:
-                    bad_cpu += 1
-                else:
-                    comp_cpu += tc
-                mem += memory[x]
-                # x itself moves from outside to inside the slice
-                if uniform[x]:
-                    if n_succ_in[x] > 0:
-                        comm_in -= node_cost[x]
-                    if n_succ_in[x] < outdeg[x]:
-                        comm_out += node_cost[x]
-                else:
-                    for e in range(succ_ptr[x], succ_ptr[x + 1]):
-                        if in_set[succ_idx[e]]:
-                            comm_in -= edge_cost[e]
-                        else:
-                            comm_out += edge_cost[e]
-                in_set[x] = 1
-                for q in range(pred_ptr[x], pred_ptr[x + 1]):
-                    p = pred_idx[q]
-                    n_succ_in[p] += 1
-                    if uniform[p]:
-                        if in_set[p]:
-                            if n_succ_in[p] == outdeg[p]:
-                                comm_out -= node_cost[p]
-                        elif n_succ_in[p] == 1:
-                            comm_in += node_cost[p]
-                    else:
-                        if in_set[p]:
-                            comm_out -= edge_cost[pred_edge[q]]
-                        else:
-                            comm_in += edge_cost[pred_edge[q]]
-            acc_ok = use_acc and bad_acc == 0 and mem <= acc_cap
-            cpu_ok = use_cpu and bad_cpu == 0 and mem <= cpu_cap
-            if not replicate:
-                # a slice whose compute reaches every live cell's best so far improves none
-                if comp_acc >= cut_acc:
-                    acc_ok = False
-                if comp_cpu >= cut_cpu:
-                    cpu_ok = False
-            lb = inf
-            if acc_ok:
-                lb = comp_acc
-            if cpu_ok and comp_cpu < lb:
-                lb = comp_cpu
-            if replicate:
-                # compute / k with the all-reduce only grows with the slice too
-                lb = inf
-                for row in range(2):
-                    ok = acc_ok if row == 0 else cpu_ok
-                    if not ok:
-                        continue
-                    base = comp_acc if row == 0 else comp_cpu
-                    sync = mem * (ar_acc if row == 0 else ar_cpu)
-                    for k in range(1, (max_rep_acc if row == 0 else max_rep_cpu) + 1):
-                        v = base / k + (k - 1) * sync / k if overlap == 0 else max(
-                            base / k, (k - 1) * sync / k)
-                        if v < lb:
-                            lb = v
-            if lb >= upper:
-                counters[1] += 1
+        use_acc, use_cpu = _mark_live_cells(big, upper, bound, live)  # type: ignore[no-untyped-call]
+        if use_acc or use_cpu:
+            _walk_row(big, upper, use_acc, use_cpu, lattice, slices, devices, walk, table,  # type: ignore[no-untyped-call]
+                      counters, live, None)
+            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
+    return counters
+
+
+@kernel
+def fill_masked(i_start, i_end, upper, lattice, slices, devices, walk, table, counters, bound, live, mask):  # type: ignore[no-untyped-def]
+    """:func:`fill_bounded` that also skips the cells a cell mask rules out.
+
+    ``mask = (mask_of, cell_mask)``: the cells ``(I, a, c)`` with
+    ``cell_mask[mask_of[I], a, c] == 0`` are skipped too (the peeled relaxation's bounds,
+    :mod:`dnnpart.solvers.dp.relax`: a split below ``upper`` passes only through cells
+    whose relaxed prefix and suffix are below it); the row's walk is cut as with the work
+    bound. With a zero work bound (``work`` all zero) only the mask skips cells.
+    """
+    dp, prev_lower, prev_kind = table
+    for big in range(i_start, i_end):
+        if not _start_row(big, dp, prev_lower, prev_kind):  # type: ignore[no-untyped-call]
+            continue
+        use_acc, use_cpu = _mark_live_cells(big, upper, bound, live)  # type: ignore[no-untyped-call]
+        use_acc, use_cpu = _unmark_masked_cells(big, mask, live)  # type: ignore[no-untyped-call]
+        if use_acc or use_cpu:
+            _walk_row(big, upper, use_acc, use_cpu, lattice, slices, devices, walk, table,  # type: ignore[no-untyped-call]
+                      counters, live, None)
+            _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
+    return counters
+
+
+# -- one row's walk ------------------------------------------------------------------------
+#
+# The walk prices tens of millions of slices: its loop calls no helper that takes an array.
+# Numba counts references to the arrays it passes (atomic operations LLVM cannot remove,
+# even where it inlines the call): such calls made the loop 2-3 times slower.
+
+@helper
+def _walk_row(big, upper, use_acc, use_cpu, lattice, slices, devices, walk, table, counters, live, replicas):  # type: ignore[no-untyped-def]
+    """Row ``big``: walk the ideals ``J`` below it, pricing each slice ``big \\ J``, and let
+    the row's cells take each slice below the cut.
+
+    Slices go on accelerators only with ``use_acc``, on CPUs only with ``use_cpu``. Two
+    optional strategies (``None``: not used; numba compiles a walk per combination without
+    the code of an unused one, since it knows at compile time which arguments are ``None``):
+
+    * ``live``: the row's live cells (int8, ``(n_acc + 1, n_cpu + 1)``): only they take
+      slices, and the cut of each kind of device falls to the worst best so far of the
+      cells a slice on it could improve. Without it every cell takes every slice and the
+      cut stays at ``upper``.
+    * ``replicas``: :func:`fill_replicated`'s; a slice may also run on ``k`` replicas, and
+      the walk stops where its least load on any number of them (compute / k with the
+      all-reduce, which only grows with the slice too) reaches ``upper``.
+    """
+    down_ptr, down_node, down_lower = lattice
+    member_ptr, member_idx, succ_ptr, succ_idx, pred_ptr, pred_idx, pred_edge = slices[:7]
+    edge_cost, node_cost, uniform, outdeg, memory = slices[7:]
+    acc_time, cpu_time, acc_cap, cpu_cap, comm_scale, overlap = devices
+    in_set, n_succ_in, stamp, st_lower, st_pos, st_node, st_f, st_u = walk
+    dp, prev_lower, prev_kind = table
+    if replicas is not None:
+        max_rep_acc, max_rep_cpu, ar_acc, ar_cpu, rep_load, prev_count = replicas
+    cut_acc = upper
+    cut_cpu = upper
+    stamp[big] = big
+    sp = 0
+    st_lower[0] = big
+    st_pos[0] = down_ptr[big]
+    st_node[0] = -1
+    for q in range(5):
+        st_f[0, q] = 0.0
+    st_u[0, 0] = 0
+    st_u[0, 1] = 0
+    while sp >= 0:
+        cur = st_lower[sp]
+        pos = st_pos[sp]
+        if pos == down_ptr[cur + 1]:
+            s = st_node[sp]
+            if s >= 0:
+                # undo membership of stage node s (reverse order of adding)
                 for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
                     x = member_idx[r]
                     in_set[x] = 0
                     for q in range(pred_ptr[x], pred_ptr[x + 1]):
                         n_succ_in[pred_idx[q]] -= 1
-                continue
-            counters[0] += 1
-            acc_load = inf
-            if acc_ok:
-                ci = comm_in * comm_scale
-                co = comm_out * comm_scale
-                if overlap == 0:
-                    acc_load = comp_acc + ci + co
-                elif overlap == 1:
-                    acc_load = max(comp_acc, ci + co)
+            sp -= 1
+            continue
+        st_pos[sp] = pos + 1
+        lower = down_lower[pos]
+        if stamp[lower] == big:
+            continue
+        stamp[lower] = big
+        s = down_node[pos]
+        # the slice grown by stage node s, priced incrementally
+        comp_acc = st_f[sp, 0]
+        comp_cpu = st_f[sp, 1]
+        mem = st_f[sp, 2]
+        comm_in = st_f[sp, 3]
+        comm_out = st_f[sp, 4]
+        bad_acc = st_u[sp, 0]
+        bad_cpu = st_u[sp, 1]
+        for r in range(member_ptr[s], member_ptr[s + 1]):
+            x = member_idx[r]
+            ta = acc_time[x]
+            tc = cpu_time[x]
+            if ta == np.inf:
+                bad_acc += 1
+            else:
+                comp_acc += ta
+            if tc == np.inf:
+                bad_cpu += 1
+            else:
+                comp_cpu += tc
+            mem += memory[x]
+            # x itself moves from outside to inside the slice
+            if uniform[x]:
+                if n_succ_in[x] > 0:
+                    comm_in -= node_cost[x]
+                if n_succ_in[x] < outdeg[x]:
+                    comm_out += node_cost[x]
+            else:
+                for e in range(succ_ptr[x], succ_ptr[x + 1]):
+                    if in_set[succ_idx[e]]:
+                        comm_in -= edge_cost[e]
+                    else:
+                        comm_out += edge_cost[e]
+            in_set[x] = 1
+            for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                p = pred_idx[q]
+                n_succ_in[p] += 1
+                if uniform[p]:
+                    if in_set[p]:
+                        if n_succ_in[p] == outdeg[p]:
+                            comm_out -= node_cost[p]
+                    elif n_succ_in[p] == 1:
+                        comm_in += node_cost[p]
                 else:
-                    acc_load = max(comp_acc, max(ci, co))
-            cpu_load = comp_cpu if cpu_ok else inf
-            if not replicate:
-                improved = False
-                for a in range(n_acc + 1):
-                    for c in range(n_cpu + 1):
-                        if live_cell and src_ok[a, c] == 0:
-                            continue
-                        best = dp[big, a, c]
-                        if a > 0 and acc_load < best:
-                            v = max(dp[lower, a - 1, c], acc_load)
+                    if in_set[p]:
+                        comm_out -= edge_cost[pred_edge[q]]
+                    else:
+                        comm_in += edge_cost[pred_edge[q]]
+        acc_ok = use_acc and bad_acc == 0 and mem <= acc_cap
+        cpu_ok = use_cpu and bad_cpu == 0 and mem <= cpu_cap
+        if replicas is None:
+            # a slice whose compute reaches the cut improves no cell, nor does a larger one
+            if comp_acc >= cut_acc:
+                acc_ok = False
+            if comp_cpu >= cut_cpu:
+                cpu_ok = False
+            least = np.inf
+            if acc_ok:
+                least = comp_acc
+            if cpu_ok and comp_cpu < least:
+                least = comp_cpu
+        else:
+            # compute / k with the all-reduce only grows with the slice too
+            least = np.inf
+            if acc_ok:
+                for k in range(1, max_rep_acc + 1):
+                    v = _replica_load(comp_acc, mem * ar_acc, k, overlap)  # type: ignore[no-untyped-call]
+                    if v < least:
+                        least = v
+            if cpu_ok:
+                for k in range(1, max_rep_cpu + 1):
+                    v = _replica_load(comp_cpu, mem * ar_cpu, k, overlap)  # type: ignore[no-untyped-call]
+                    if v < least:
+                        least = v
+        if least >= upper:  # the least load the slice could have
+            counters[1] += 1
+            for r in range(member_ptr[s + 1] - 1, member_ptr[s] - 1, -1):
+                x = member_idx[r]
+                in_set[x] = 0
+                for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                    n_succ_in[pred_idx[q]] -= 1
+            continue
+        counters[0] += 1
+        acc_load = _acc_load(comp_acc, comm_in, comm_out, comm_scale, overlap) if acc_ok else np.inf  # type: ignore[no-untyped-call]
+        cpu_load = comp_cpu if cpu_ok else np.inf
+        if replicas is not None:
+            # min over k of max(dp[J][a - k][c], load on k replicas), likewise for CPUs
+            rep_load[0, 1] = acc_load
+            for k in range(2, max_rep_acc + 1):
+                rep_load[0, k] = _replica_load(acc_load, mem * ar_acc, k, overlap)  # type: ignore[no-untyped-call]
+            rep_load[1, 1] = cpu_load
+            for k in range(2, max_rep_cpu + 1):
+                rep_load[1, k] = _replica_load(cpu_load, mem * ar_cpu, k, overlap)  # type: ignore[no-untyped-call]
+            for a in range(dp.shape[1]):
+                for c in range(dp.shape[2]):
+                    best = dp[big, a, c]
+                    for k in range(1, min(a, max_rep_acc) + 1):
+                        load = rep_load[0, k]
+                        if load < best:
+                            v = max(dp[lower, a - k, c], load)
                             if v < best:
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_ACC
-                                improved = True
-                        if c > 0 and cpu_load < best:
-                            v = max(dp[lower, a, c - 1], cpu_load)
+                                prev_count[big, a, c] = k
+                    for k in range(1, min(c, max_rep_cpu) + 1):
+                        load = rep_load[1, k]
+                        if load < best:
+                            v = max(dp[lower, a, c - k], load)
                             if v < best:
                                 best = v
                                 prev_lower[big, a, c] = lower
                                 prev_kind[big, a, c] = KIND_CPU
-                                improved = True
-                        dp[big, a, c] = best
-                if live_cell and improved:
-                    # the row's walk may stop where compute reaches the worst live best
+                                prev_count[big, a, c] = k
+                    dp[big, a, c] = best
+        else:
+            # max(dp[J][a - 1][c], acc(I \\ J)), likewise for CPUs
+            improved = False
+            for a in range(dp.shape[1]):
+                for c in range(dp.shape[2]):
+                    if live is not None:
+                        if live[a, c] == 0:
+                            continue
+                    best = dp[big, a, c]
+                    if a > 0 and acc_load < best:
+                        v = max(dp[lower, a - 1, c], acc_load)
+                        if v < best:
+                            best = v
+                            prev_lower[big, a, c] = lower
+                            prev_kind[big, a, c] = KIND_ACC
+                            improved = True
+                    if c > 0 and cpu_load < best:
+                        v = max(dp[lower, a, c - 1], cpu_load)
+                        if v < best:
+                            best = v
+                            prev_lower[big, a, c] = lower
+                            prev_kind[big, a, c] = KIND_CPU
+                            improved = True
+                    dp[big, a, c] = best
+            if live is not None:
+                if improved:
+                    # the walk may stop where compute reaches the worst best of the live
+                    # cells (per kind of device), which only falls
                     worst_acc = 0.0
                     worst_cpu = 0.0
-                    for a in range(n_acc + 1):
-                        for c in range(n_cpu + 1):
-                            if src_ok[a, c] == 0:
+                    for a in range(dp.shape[1]):
+                        for c in range(dp.shape[2]):
+                            if live[a, c] == 0:
                                 continue
                             if a > 0 and dp[big, a, c] > worst_acc:
                                 worst_acc = dp[big, a, c]
@@ -476,50 +372,53 @@ def dp_fill(  # type: ignore[no-untyped-def]
                                 worst_cpu = dp[big, a, c]
                     cut_acc = min(upper, worst_acc)
                     cut_cpu = min(upper, worst_cpu)
-            else:
-                # min over k of max(dp[J][a - k][c], load on k replicas), likewise for CPUs
-                for row in range(2):
-                    base = acc_load if row == 0 else cpu_load
-                    sync = mem * (ar_acc if row == 0 else ar_cpu)
-                    rep_load[row, 1] = base
-                    for k in range(2, (max_rep_acc if row == 0 else max_rep_cpu) + 1):
-                        rep_load[row, k] = base / k + (k - 1) * sync / k if overlap == 0 else max(
-                            base / k, (k - 1) * sync / k)
-                for a in range(n_acc + 1):
-                    for c in range(n_cpu + 1):
-                        best = dp[big, a, c]
-                        for k in range(1, min(a, max_rep_acc) + 1):
-                            load = rep_load[0, k]
-                            if load < best:
-                                v = max(dp[lower, a - k, c], load)
-                                if v < best:
-                                    best = v
-                                    prev_lower[big, a, c] = lower
-                                    prev_kind[big, a, c] = KIND_ACC
-                                    prev_count[big, a, c] = k
-                        for k in range(1, min(c, max_rep_cpu) + 1):
-                            load = rep_load[1, k]
-                            if load < best:
-                                v = max(dp[lower, a, c - k], load)
-                                if v < best:
-                                    best = v
-                                    prev_lower[big, a, c] = lower
-                                    prev_kind[big, a, c] = KIND_CPU
-                                    prev_count[big, a, c] = k
-                        dp[big, a, c] = best
-            sp += 1
-            st_lower[sp] = lower
-            st_pos[sp] = down_ptr[lower]
-            st_node[sp] = s
-            st_f[sp, 0] = comp_acc
-            st_f[sp, 1] = comp_cpu
-            st_f[sp, 2] = mem
-            st_f[sp, 3] = comm_in
-            st_f[sp, 4] = comm_out
-            st_u[sp, 0] = bad_acc
-            st_u[sp, 1] = bad_cpu
-        _fewer_devices(dp, prev_kind, big)  # type: ignore[no-untyped-call]
-    return counters
+        sp += 1
+        st_lower[sp] = lower
+        st_pos[sp] = down_ptr[lower]
+        st_node[sp] = s
+        st_f[sp, 0] = comp_acc
+        st_f[sp, 1] = comp_cpu
+        st_f[sp, 2] = mem
+        st_f[sp, 3] = comm_in
+        st_f[sp, 4] = comm_out
+        st_u[sp, 0] = bad_acc
+        st_u[sp, 1] = bad_cpu
+
+
+@helper
+def _acc_load(comp, comm_in, comm_out, comm_scale, overlap):  # type: ignore[no-untyped-def]
+    """An accelerator's load: compute and its transfers combined per ``overlap``."""
+    ci = comm_in * comm_scale
+    co = comm_out * comm_scale
+    if overlap == 0:
+        return comp + ci + co
+    if overlap == 1:
+        return max(comp, ci + co)
+    return max(comp, max(ci, co))
+
+
+@helper
+def _replica_load(load, sync, k, overlap):  # type: ignore[no-untyped-def]
+    """A slice's load on ``k`` replicas: ``load / k`` and the all-reduce ``(k - 1) / k *
+    sync``, added (overlap 0) or max-ed."""
+    if overlap == 0:
+        return load / k + (k - 1) * sync / k
+    return max(load / k, (k - 1) * sync / k)
+
+
+# -- the cells of a row --------------------------------------------------------------------
+
+@helper
+def _start_row(big, dp, prev_lower, prev_kind):  # type: ignore[no-untyped-def]
+    """Row ``big`` before its walk: every cell ``inf`` without a choice. The empty ideal's
+    row (``big == 0``) is all zero and has no walk: returns whether the row needs one."""
+    first = 0.0 if big == 0 else np.inf
+    for a in range(dp.shape[1]):
+        for c in range(dp.shape[2]):
+            dp[big, a, c] = first
+            prev_lower[big, a, c] = -1
+            prev_kind[big, a, c] = KIND_BASE
+    return big != 0
 
 
 @helper
@@ -533,6 +432,52 @@ def _fewer_devices(dp, prev_kind, big):  # type: ignore[no-untyped-def]
             if c > 0 and dp[big, a, c - 1] < dp[big, a, c]:
                 dp[big, a, c] = dp[big, a, c - 1]
                 prev_kind[big, a, c] = KIND_FEWER_CPU
+
+
+# -- live cells (work bound, cell mask) ------------------------------------------------------
+
+@helper
+def _mark_live_cells(big, upper, bound, live):  # type: ignore[no-untyped-def]
+    """Mark in ``live`` the cells of row ``big`` that the work bound keeps
+    (:func:`cell_is_live`); returns whether any has ``a > 0`` and whether any has ``c > 0``
+    (the kinds of device the row's last slice may use)."""
+    work, total_work, inv_ratio = bound
+    n_acc = live.shape[0] - 1
+    n_cpu = live.shape[1] - 1
+    use_acc = False
+    use_cpu = False
+    for a in range(n_acc + 1):
+        for c in range(n_cpu + 1):
+            if cell_is_live(work[big], total_work, upper, a, c, n_acc, n_cpu, inv_ratio):  # type: ignore[no-untyped-call]
+                live[a, c] = 1
+                if a > 0:
+                    use_acc = True
+                if c > 0:
+                    use_cpu = True
+            else:
+                live[a, c] = 0
+    return use_acc, use_cpu
+
+
+@helper
+def _unmark_masked_cells(big, mask, live):  # type: ignore[no-untyped-def]
+    """Unmark the cells of row ``big`` that ``mask = (mask_of, cell_mask)`` rules out;
+    returns the kinds of device the remaining live cells may use (as
+    :func:`_mark_live_cells`)."""
+    mask_of, cell_mask = mask
+    row = mask_of[big]
+    use_acc = False
+    use_cpu = False
+    for a in range(live.shape[0]):
+        for c in range(live.shape[1]):
+            if cell_mask[row, a, c] == 0:
+                live[a, c] = 0
+            elif live[a, c] != 0:
+                if a > 0:
+                    use_acc = True
+                if c > 0:
+                    use_cpu = True
+    return use_acc, use_cpu
 
 
 #: Relative slack of :func:`cell_is_live`: work sums are added in different orders per ideal.

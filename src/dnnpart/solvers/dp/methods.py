@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dnnpart.solvers.dp import solve_dp, solve_dpl
 from dnnpart.solvers.dp.hierarchy import DEFAULT_MAX_HIERARCHY_IDEALS
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS, DEFAULT_MAX_MEMORY_BYTES
+from dnnpart.solvers.dp.solve import solve_dp, solve_dpl
 from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option
 
 DP = MethodInfo(

@@ -55,7 +55,7 @@ one predecessor in it (never both ends of an edge): the fewer nodes left out, th
 the bound. Each is *light*: its compute on every device kind it can run on at most
 :data:`LIGHT_FRACTION` of the DP's load lower bound, so that it fits in a device's slack.
 Only lattices from ``PEEL_IDEALS`` ideals whose peeled lattice has at most ``PEEL_RATIO``
-of them try it (:mod:`dnnpart.solvers.dp`); not with replication or the GPipe form.
+of them try it (:mod:`dnnpart.solvers.dp.peeled`); not with replication or the GPipe form.
 Figures: ``docs/performance.md``.
 
 The DP over ``G'`` runs on ``G``'s own arrays: ``R``'s nodes are never in a slice, their
@@ -78,7 +78,7 @@ from dnnpart.graph.stage_graph import StageGraph, _csr
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.ideals import IdealLattice
-from dnnpart.solvers.dp.kernels import ideal_sums
+from dnnpart.solvers.dp.lattice_kernels import ideal_sums
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

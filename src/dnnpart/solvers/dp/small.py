@@ -1,7 +1,7 @@
 """The throughput DP's rows in numpy, for small lattices before numba is loaded (start-up).
 
 Loading numba and the cached DP kernel costs about 0.6 s of a process; the plain-Python twin
-of :func:`~dnnpart.solvers.dp.kernels.dp_fill` costs as much on op BERT-3 (10 us a slice).
+of :func:`~dnnpart.solvers.dp.kernels.fill_plain` costs as much on op BERT-3 (10 us a slice).
 This module fills the same tables with array operations instead of a walk, a *level* at a
 time (the ideals of one size, which never contain one another and read only smaller ones):
 
@@ -119,7 +119,7 @@ def fill_small(
     dp: FloatArray, prev_lower: npt.NDArray[np.int32], prev_kind: npt.NDArray[np.int8],
 ) -> int | None:
     """Fill every row of ``dp``/``prev_lower``/``prev_kind`` as
-    :func:`~dnnpart.solvers.dp.kernels.dp_fill` does without replication; returns the number
+    :func:`~dnnpart.solvers.dp.kernels.fill_plain` does; returns the number
     of slices priced, or ``None`` (tables untouched) when some edge is not ordered by the
     stage DAG (see :func:`_items`).
 
