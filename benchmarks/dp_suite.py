@@ -57,15 +57,22 @@ def run_one(path: str) -> dict[str, object]:
     import_s = time.perf_counter() - t0
     # the warm-up must load the compiled kernels: no plain-Python paths for small inputs
     import dnnpart.graph.kernels as graph_kernels
-    import dnnpart.solvers.dp as dp_solver
     import dnnpart.solvers.dp.ideals as ideals
     import dnnpart.solvers.dp.kernels as dp_kernels
     from dnnpart._jit import LazyKernel
 
+    modules = [graph_kernels, dp_kernels]
+    try:  # the thresholds live in the driver, the lattice kernels apart
+        import dnnpart.solvers.dp.driver as dp_solver
+        import dnnpart.solvers.dp.lattice_kernels as lattice_kernels
+
+        modules.append(lattice_kernels)
+    except ImportError:  # a --before tree from when the package held them
+        import dnnpart.solvers.dp as dp_solver  # type: ignore[no-redef]
     dp_solver.SMALL_COVER_PAIRS = 0
     dp_solver.SMALL_LATTICE = 0
     ideals.SMALL_IDEALS = 0
-    for module in (graph_kernels, dp_kernels):
+    for module in modules:
         for obj in vars(module).values():
             if isinstance(obj, LazyKernel):
                 obj.plain_below = 0

@@ -21,11 +21,12 @@ from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers import solve
-from dnnpart.solvers.dp import enumerate_stage_ideals, lattice_kernels, row_twins, run_dp
+from dnnpart.solvers.dp import enumerate_stage_ideals, lattice_kernels, run_dp
 from dnnpart.solvers.dp import kernels as dpk
 from dnnpart.solvers.dp.bounds import work_bound
 from dnnpart.solvers.dp.devices import device_model
 from dnnpart.testing import chain_problem, random_problem
+from dnnpart.testing import dp_row_twins as row_twins
 
 WORKLOADS = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"
@@ -453,7 +454,7 @@ def test_row_kernels_equal_their_source_as_python(problem: Problem, factor: floa
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_problems(), st.sampled_from([1.0, 1.3, math.inf]), st.integers(0, 2**31))
 def test_row_kernels_equal_their_twins(problem: Problem, factor: float, seed: int) -> None:
-    # the twins (dp.row_twins) fill each row from the recurrence's definition; integer
+    # the twins (dnnpart.testing.dp_row_twins) fill each row from the recurrence's definition; integer
     # times, costs and memory make every sum exact, so the tables agree to the bit
     for name, options in _row_kernel_runs(problem, factor, seed):
         used: list[str] = []

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import dnnpart.solvers.dp.driver as driver
 import dnnpart.solvers.dp.kernels as dpk
-import dnnpart.solvers.dp.row_twins as row_twins
+import dnnpart.testing.dp_row_twins as row_twins
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster, two_level_cluster
 from dnnpart.graph.stage_graph import build_stage_graph
@@ -182,7 +182,7 @@ def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replicable_problems(), st.sampled_from([1.0, 1.3, math.inf]))
 def test_replicated_kernel_equals_its_twin(problem: Problem, factor: float) -> None:
-    # dp.row_twins.fill_replicated fills each row from the recurrence's definition; integer
+    # dnnpart.testing.dp_row_twins.fill_replicated fills each row from the recurrence's definition; integer
     # times, costs and memory keep the sums exact (the all-reduce is priced alike in both)
     stage = build_stage_graph(problem.graph)
     lattice = enumerate_stage_ideals(stage)

@@ -67,7 +67,7 @@ extended to the whole graph, is optimal when it scores no more than that bound (
 with 4 layers: 148,200 ideals, proven from 988 in 1.2 s whole process, 69 s before);
 otherwise its prefix and suffix tables skip the cells of the full DP that cannot be on a
 better split (BERT-base with 2 layers: 23.7 M slices priced instead of 563 M). Figures and
-what was tried: ``docs/performance.md``.
+what was tried: ``docs/results/dp.md``.
 
 Modules
 -------
@@ -81,7 +81,7 @@ One job each; this package only re-exports their public names, on first use (imp
   tables, the kernel for the features in use, the split read back;
   :mod:`~dnnpart.solvers.dp.rows`: the order the rows are filled in (chunks, threads).
 * :mod:`~dnnpart.solvers.dp.kernels`: the numba row kernels, one per feature (plain,
-  replication, work bound, cell mask); :mod:`~dnnpart.solvers.dp.row_twins`: their
+  replication, work bound, cell mask); :mod:`~dnnpart.testing.dp_row_twins`: their
   plain-Python twins; :mod:`~dnnpart.solvers.dp.small`: the numpy rows.
 * :mod:`~dnnpart.solvers.dp.ideals` and :mod:`~dnnpart.solvers.dp.lattice_kernels`: the
   ideal lattices.
@@ -95,7 +95,6 @@ One job each; this package only re-exports their public names, on first use (imp
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -108,19 +107,6 @@ if TYPE_CHECKING:
         linear_ideals,
     )
     from dnnpart.solvers.dp.solve import solve_dp, solve_dpl
-
-#: public name -> the module (of this package) that defines it
-_HOME = {
-    "DEFAULT_MAX_IDEALS": "ideals",
-    "DpOutcome": "driver",
-    "IdealLattice": "ideals",
-    "enumerate_stage_ideals": "ideals",
-    "linear_ideals": "ideals",
-    "load_lower_bound": "bounds",
-    "run_dp": "driver",
-    "solve_dp": "solve",
-    "solve_dpl": "solve",
-}
 
 __all__ = [
     "DEFAULT_MAX_IDEALS",
@@ -136,14 +122,29 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use, so that importing one submodule does not import them all
-    home = _HOME.get(name)
-    if home is None:
+    # imported on first use, so that importing one submodule (Parmesan imports ``ideals``)
+    # does not import the driver, the solve functions and their kernels
+    if name in ("DEFAULT_MAX_IDEALS", "IdealLattice", "enumerate_stage_ideals", "linear_ideals"):
+        from dnnpart.solvers.dp import ideals
+
+        value = getattr(ideals, name)
+    elif name in ("DpOutcome", "run_dp"):
+        from dnnpart.solvers.dp import driver
+
+        value = getattr(driver, name)
+    elif name == "load_lower_bound":
+        from dnnpart.solvers.dp import bounds
+
+        value = bounds.load_lower_bound
+    elif name in ("solve_dp", "solve_dpl"):
+        from dnnpart.solvers.dp import solve
+
+        value = getattr(solve, name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+    return sorted({*globals(), *__all__})

@@ -40,7 +40,7 @@ edge into ``S`` (per edge for non-uniform nodes), scaled by ``comm_scale``, comb
 ``overlap``; CPUs pay compute only.
 
 ``.py_func`` of each kernel runs its own source as Python (tests of the compiled code);
-:mod:`dnnpart.solvers.dp.row_twins` holds the twins written separately.
+:mod:`dnnpart.testing.dp_row_twins` holds the twins written separately.
 """
 
 from __future__ import annotations

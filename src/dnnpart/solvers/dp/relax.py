@@ -1,4 +1,4 @@
-r"""Peeled relaxation of the throughput DP: a lower bound from a smaller lattice (issue 20).
+r"""Peeled relaxation of the throughput DP: a lower bound from a smaller lattice .
 
 Why
 ---
@@ -56,7 +56,7 @@ the bound. Each is *light*: its compute on every device kind it can run on at mo
 :data:`LIGHT_FRACTION` of the DP's load lower bound, so that it fits in a device's slack.
 Only lattices from ``PEEL_IDEALS`` ideals whose peeled lattice has at most ``PEEL_RATIO``
 of them try it (:mod:`dnnpart.solvers.dp.peeled`); not with replication or the GPipe form.
-Figures: ``docs/performance.md``.
+Choices: ``docs/methods/tarnawski2020.md``; figures: ``docs/results/dp.md``.
 
 The DP over ``G'`` runs on ``G``'s own arrays: ``R``'s nodes are never in a slice, their
 edges cost nothing and a uniform node's out-degree counts only successors in ``G'``

@@ -20,7 +20,7 @@ below ``upper``: along a walk the compute only grows, so the kernel reaches exac
 and the values are the kernel's up to float rounding (sums taken in another order); ties may
 pick another split of the same value. Tests compare it with the kernel and brute force.
 
-Speed (issue 20, start-up; ``docs/performance.md``): a level's pairs ``(I, J)`` are priced
+Speed (start-up; ``docs/results/startup.md``): a level's pairs ``(I, J)`` are priced
 together, a row's best cell by segmented minima (``np.minimum.reduceat``; ties to the lowest
 ``J``, as ``argmin`` and the kernel take them), each boundary column and each DP cell as one
 contiguous array (gathers by ``take`` on 1-d arrays cost a tenth of 2-d fancy indexing), and
