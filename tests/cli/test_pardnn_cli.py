@@ -8,10 +8,6 @@ from pathlib import Path
 import pytest
 from tests.cli.test_cli import run
 
-from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
-
-pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="needs the makespan objective")
-
 GRAPH = "zoo:resnet18-training"
 
 

@@ -7,10 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from dnnpart.solvers.pardnn.method import MAKESPAN_AVAILABLE
-
-pytestmark = pytest.mark.skipif(not MAKESPAN_AVAILABLE, reason="needs the makespan objective")
-
 
 def test_quick_reproduce_writes_all_four_artefacts(tmp_path: Path) -> None:
     from dnnpart.cli.main import main
