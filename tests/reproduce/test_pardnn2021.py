@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 
 def test_quick_reproduce_writes_all_four_artefacts(tmp_path: Path) -> None:
     from dnnpart.cli.main import main
