@@ -11,15 +11,17 @@ is not generated (it is checked to be refused instead); a generated case never s
 * ``bound <= objective``, and the bound is at most the optimum over the declared space;
 * no feasible plan beats the optimum of an enumerated space that contains it (all splits,
   contiguous splits, splits in pipeline order, pipelines with replicas, layer-wise strategies);
+* INFEASIBLE (a proof) only where nothing in the declared space is feasible;
 * where the declaration claims exactness (:meth:`~dnnpart.solvers.method.MethodInfo.proves`)
-  the run proves (OPTIMAL or INFEASIBLE on these tiny problems) and matches the optimum over
-  its declared space.
+  the run proves (OPTIMAL, INFEASIBLE, or within its ``gap`` option of a certified bound) and
+  an OPTIMAL objective equals the optimum over its declared space.
 
 The optima come from enumerations in this file, scored by ``evaluate`` (the registered
 ``brute-force`` methods are checked against them like every other method); each enumeration
-is checked on a case computed by hand. A method's known crash is marked ``xfail(strict=True)``
-on exactly the cases :func:`known_crash` names, so the suite turns red when the fix lands
-without the mark being removed.
+is checked on a case computed by hand. Known bugs are ``xfail(strict=True)`` on exactly the
+cases that meet them -- a crash where :func:`known_crash` says so from the problem, a false
+INFEASIBLE where :func:`known_false_infeasible` says so from the missing plan -- so the suite
+turns red when a fix lands without the mark being removed.
 """
 
 from __future__ import annotations
@@ -571,6 +573,40 @@ def test_pardnn_on_a_four_node_chain() -> None:
 
     chain = chain_problem([1.0] * 4, n_accelerators=2).with_objective(Objective(kind=MAKESPAN))
     assert solve(chain, "pardnn").status is Status.FEASIBLE
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="issue 27: pardnn maps every op onto the accelerators' compute column; an "
+                          "op they cannot run (no accelerator time) makes emulate_ops raise "
+                          "'cannot run on acc0' though a CPU is there")
+def test_pardnn_with_an_op_only_the_cpu_runs() -> None:
+    b = GraphBuilder()
+    b.add_node(0, cpu_time=5.0, acc_time=1.0, memory_bytes=1.0)
+    b.add_node(1, cpu_time=5.0, memory_bytes=1.0)  # no accelerator time
+    b.add_edge(0, 1, cost=0.0)
+    p = Problem(graph=b.build(), objective=Objective(kind=MAKESPAN),
+                cluster=reference_cluster(n_accelerators=1, n_cpus=1, memory_bytes=math.inf))
+    assert enumerate_splits(p)[ANY] < math.inf  # 0 on the accelerator, 1 on the CPU
+    result = solve(p, "pardnn")
+    assert result.plan is not None and evaluate(p, result.plan).feasible
+
+
+@pytest.mark.xfail(strict=True, raises=FalseInfeasibleClaim, reason=FALSE_INFEASIBLE["parmesan"])
+@pytest.mark.parametrize("method", sorted(FALSE_INFEASIBLE))
+def test_pipeline_methods_on_an_inference_chain_that_fits(method: str) -> None:
+    """Two 1-byte stages on two accelerators of 1.5 bytes: the simulator holds an inference
+    stage's weights only, so {0} | {1} is feasible (1.5 per sample); the (S, R) search prices
+    weights, gradients and optimizer states and finds no partition."""
+    b = GraphBuilder()
+    b.add_node(0, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
+    b.add_node(1, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
+    b.add_edge(0, 1, cost=0.0)
+    p = Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
+                cluster=reference_cluster(n_accelerators=2, n_cpus=0, memory_bytes=1.5))
+    assert evaluate(p, Plan(assignment=[0, 1])).feasible
+    result = solve(p, method)
+    if result.status is Status.INFEASIBLE:
+        raise FalseInfeasibleClaim(f"{method}: {result.stats.get('tried')}")
 
 
 def test_known_crash_predicate_on_a_chain() -> None:

@@ -291,9 +291,9 @@ class MethodInfo:
                                  f"got {list(values)}")
         if self.exact_forms is None:
             object.__setattr__(self, "exact_forms", self.training_forms if self.exact else ())
-        elif not self.exact or set(self.exact_forms) - set(self.training_forms):
+        elif set(self.exact_forms) - set(self.training_forms) or (self.exact_forms and not self.exact):
             raise ValueError(f"method {self.name}: exact_forms must be some of its training_forms "
-                             f"{list(self.training_forms)} (and the method exact), got "
+                             f"{list(self.training_forms)} (none unless the method is exact), got "
                              f"{list(self.exact_forms)}")
         if self.time_kind not in DEFAULT_TIME_LIMITS:
             raise ValueError(f"method {self.name}: time_kind must be one of {sorted(DEFAULT_TIME_LIMITS)}")
