@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from tests.workloads import ABSENT_REASON, WORKLOADS_DIR, workloads_present
 
 settings.register_profile(
     "dnnpart",
@@ -19,16 +20,14 @@ settings.register_profile("thorough", parent=settings.get_profile("dnnpart"), ma
 # HYPOTHESIS_PROFILE=thorough for a long soak of the property tests
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dnnpart"))
 
-#: Paper 1's reference workloads live beside the checkout, never inside the repository.
-WORKLOADS_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "dnn-partitioning"
-
 
 @pytest.fixture(scope="session")
 def workloads_dir() -> Path:
-    """``../shared/workloads/dnn-partitioning`` beside the checkout; skips when absent."""
-    if not (WORKLOADS_DIR / "throughput").is_dir():
-        pytest.skip(f"reference workloads not found at {WORKLOADS_DIR.resolve()} "
-                    "(../shared/workloads/dnn-partitioning beside the checkout)")
+    """``../shared/workloads/dnn-partitioning`` beside the checkout; skips when absent (tests
+    over several workloads parametrize with :func:`tests.workloads.over_workloads`, so that a
+    missing folder costs one skip per test function)."""
+    if not workloads_present():
+        pytest.skip(ABSENT_REASON)
     return WORKLOADS_DIR
 
 

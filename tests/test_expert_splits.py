@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.workloads import over_workloads
 
 from dnnpart import evaluate
 from dnnpart.cli.main import main
@@ -41,7 +42,7 @@ def _inputs(workloads: Path, model: str, mode: str) -> tuple[Path, Path, bool]:
     return graph, split, fill
 
 
-@pytest.mark.parametrize(("model", "mode"), CASES, ids=[f"{m}-{k}" for m, k in CASES])
+@pytest.mark.parametrize(("model", "mode"), over_workloads(CASES, [f"{m}-{k}" for m, k in CASES]))
 def test_expert_split_api(workloads_dir: Path, model: str, mode: str) -> None:
     graph, split, fill = _inputs(workloads_dir, model, mode)
     problem = read_problem(graph)
@@ -51,7 +52,7 @@ def test_expert_split_api(workloads_dir: Path, model: str, mode: str) -> None:
     assert ev.objective == pytest.approx(PUBLISHED[(model, mode)], rel=0.005)
 
 
-@pytest.mark.parametrize(("model", "mode"), CASES, ids=[f"{m}-{k}" for m, k in CASES])
+@pytest.mark.parametrize(("model", "mode"), over_workloads(CASES, [f"{m}-{k}" for m, k in CASES]))
 def test_expert_split_cli(workloads_dir: Path, capsys, model: str, mode: str) -> None:
     graph, split, fill = _inputs(workloads_dir, model, mode)
     argv = ["evaluate", str(graph), str(split), "--json"] + (["--fill-by-colocation"] if fill else [])

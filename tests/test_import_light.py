@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from tests.workloads import ABSENT_REASON, WORKLOADS_DIR, workloads_present
 
 from dnnpart.testing import fresh_python, last_line
 
@@ -23,18 +23,16 @@ def test_import_dnnpart_does_not_import_heavy_modules() -> None:
     assert loaded == [], f"import dnnpart pulled in {loaded}"
 
 
-OP_BERT3 = (Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "dnn-partitioning"
-            / "throughput" / "OperatorGraphs" / "bert_l-3_inference.json")
+OP_BERT3 = WORKLOADS_DIR / "throughput" / "OperatorGraphs" / "bert_l-3_inference.json"
 
 
-@pytest.mark.parametrize("graph", ["zoo:bert-3", "op-bert-3"])
+@pytest.mark.parametrize("graph", ["zoo:bert-3", pytest.param("op-bert-3", marks=pytest.mark.skipif(
+    not workloads_present(), reason=ABSENT_REASON))])
 def test_small_dp_solve_loads_neither_numba_nor_scipy_sparse(graph: str) -> None:
     # start-up (issue 20): a small DP solve from the command line pays for neither numba (its
     # lattice and rows run in numpy) nor scipy.sparse (the stage graph's components come from
     # a plain twin), nor numpy.ma (np.unique imports it: ~10 ms), nor the other methods' modules
     if graph == "op-bert-3":
-        if not OP_BERT3.exists():
-            pytest.skip(f"reference workload {OP_BERT3} is absent")
         graph = str(OP_BERT3)
     code = (
         "import contextlib, io, json, sys\n"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.workloads import over_workloads
 
 from dnnpart.errors import FormatError
 from dnnpart.io import read_problem
@@ -26,7 +27,7 @@ PUBLISHED = {
 CASES = sorted(PUBLISHED)
 
 
-@pytest.mark.parametrize(("model", "mode"), CASES, ids=[f"{m}-{k}" for m, k in CASES])
+@pytest.mark.parametrize(("model", "mode"), over_workloads(CASES, [f"{m}-{k}" for m, k in CASES]))
 def test_expert_matches_published_column(workloads_dir: Path, model: str, mode: str) -> None:
     problem = read_problem(workloads_dir / "throughput" / "LayerGraphs" / f"{model}_{mode}.json")
     split = workloads_dir / "human-experts" / f"{model}_{mode}_expert.json"

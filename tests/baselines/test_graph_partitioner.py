@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.workloads import over_workloads
 
 from dnnpart import Status, evaluate
 from dnnpart.baselines.graph_partitioner import scotch_program
@@ -23,21 +24,22 @@ GRAPHS = [f"LayerGraphs/{m}_{k}" for m in ("bert24", "resnet50", "inceptionv3", 
 GRAPHS += [f"OperatorGraphs/{s}" for s in ("bert_l-3_inference", "bert_l-6_inference",
                                            "bert_l-12_inference", "resnet50_inference",
                                            "bert_l-3_training", "resnet50_training")]
-TOOLS = ["metis", pytest.param("scotch", marks=pytest.mark.skipif(
-    scotch_program() is None, reason="Scotch's gpart is not on PATH (apt-get install scotch)"))]
+NO_SCOTCH = "Scotch's gpart is not on PATH: install the Debian package scotch (apt-get install scotch)"
+TOOLS = over_workloads(["metis", pytest.param("scotch", marks=pytest.mark.skipif(
+    scotch_program() is None, reason=NO_SCOTCH))])
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-@pytest.mark.parametrize("name", GRAPHS)
-def test_valid_plans_on_the_workloads(workloads_dir: Path, name: str, tool: str) -> None:
-    problem = read_problem(workloads_dir / "throughput" / f"{name}.json")
-    result = solve(problem, "graph-partitioner", tool=tool)
-    plan = result.require_plan()
-    ev = evaluate(problem, plan)
-    assert result.objective == ev.objective
-    assert not any("colocation" in v for v in ev.violations)
-    assert set(plan.assignment.tolist()) <= set(problem.cluster.accelerators)
-    assert result.status is (Status.FEASIBLE if ev.feasible else Status.UNKNOWN)
+def test_valid_plans_on_the_workloads(workloads_dir: Path, tool: str) -> None:
+    for name in GRAPHS:
+        problem = read_problem(workloads_dir / "throughput" / f"{name}.json")
+        result = solve(problem, "graph-partitioner", tool=tool)
+        plan = result.require_plan()
+        ev = evaluate(problem, plan)
+        assert result.objective == ev.objective, name
+        assert not any("colocation" in v for v in ev.violations), name
+        assert set(plan.assignment.tolist()) <= set(problem.cluster.accelerators), name
+        assert result.status is (Status.FEASIBLE if ev.feasible else Status.UNKNOWN), name
 
 
 def test_memory_violation_is_reported_not_hidden() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given
+from tests.workloads import over_workloads
 
 from dnnpart import Objective, Status, evaluate
 from dnnpart.devices import reference_cluster
@@ -50,7 +51,7 @@ def test_no_room_anywhere_gives_no_plan() -> None:
     assert result.plan is None and result.status is Status.UNKNOWN
 
 
-@pytest.mark.parametrize("model", ["bert24", "resnet50", "inceptionv3", "gnmt"])
+@pytest.mark.parametrize("model", over_workloads(["bert24", "resnet50", "inceptionv3", "gnmt"]))
 def test_greedy_latency_is_valid_on_the_latency_scenarios(workloads_dir: Path, model: str) -> None:
     graph = read_problem(workloads_dir / "throughput" / "LayerGraphs" / f"{model}_inference.json").graph
     scenario = latency_scenario(graph)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.workloads import over_workloads
 
 from dnnpart import evaluate
 from dnnpart.io import read_problem
@@ -32,7 +33,7 @@ def _problem(workloads: Path, model: str, mode: str):  # type: ignore[no-untyped
     return read_problem(workloads / "throughput" / "LayerGraphs" / f"{model}_{mode}.json")
 
 
-@pytest.mark.parametrize(("model", "mode"), CASES, ids=[f"{m}-{k}" for m, k in CASES])
+@pytest.mark.parametrize(("model", "mode"), over_workloads(CASES, [f"{m}-{k}" for m, k in CASES]))
 def test_pipedream_matches_published_column(workloads_dir: Path, model: str, mode: str) -> None:
     problem = _problem(workloads_dir, model, mode)
     result = solve(problem, "pipedream")
@@ -41,7 +42,7 @@ def test_pipedream_matches_published_column(workloads_dir: Path, model: str, mod
     assert result.objective == pytest.approx(PUBLISHED[(model, mode)], rel=0.01)
 
 
-@pytest.mark.parametrize(("model", "mode"), sorted(AUTHORS_CODE), ids=["bert24", "gnmt"])
+@pytest.mark.parametrize(("model", "mode"), over_workloads(sorted(AUTHORS_CODE), ["bert24", "gnmt"]))
 def test_without_ignoring_inputs_gives_the_authors_code_figures(
     workloads_dir: Path, model: str, mode: str
 ) -> None:

@@ -14,11 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
+from tests.workloads import WORKLOADS_DIR, over_workloads
 
 import dnnpart.graph.stage_graph as pre
 from dnnpart.graph.scc import strong_components
-
-WORKLOADS = Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"
 
 
 def _scipy(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[int, np.ndarray]:
@@ -61,15 +60,14 @@ def test_parallel_edges_beyond_int8() -> None:
 
 
 def _workloads() -> list[Path]:
-    return sorted((WORKLOADS / "throughput").glob("*/*.json"))
+    return sorted((WORKLOADS_DIR / "throughput").glob("*/*.json"))
 
 
-@pytest.mark.parametrize("merge_trivial", [True, False])
+@pytest.mark.parametrize("merge_trivial", over_workloads([True, False]))
 def test_stage_graphs_of_the_workloads_are_unchanged(merge_trivial: bool) -> None:
     # the plain twin below SMALL_SCC gives the stage graphs scipy gives, numbering included
     paths = _workloads()
-    if not paths:
-        pytest.skip(f"reference workloads not found at {WORKLOADS}")
+    assert paths, f"no workload files in {WORKLOADS_DIR / 'throughput'}"
     from dnnpart.io import read_problem
 
     for path in paths:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.workloads import over_workloads
 
 from dnnpart.errors import DnnpartError
 from dnnpart.solvers import available_methods, solve
@@ -29,8 +30,8 @@ def _same(a: object, b: object) -> bool:
     return bool(np.array_equal(pa.assignment, pb.assignment))
 
 
-@pytest.mark.parametrize("limit", [pytest.param(2.0, id="2s"),
-                                   pytest.param(20.0, id="20s", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("limit", over_workloads([pytest.param(2.0, id="2s"),
+                                                   pytest.param(20.0, id="20s", marks=pytest.mark.slow)]))
 def test_ip_noncontig_on_op_bert12_is_reproducible(workloads_dir: Path, limit: float) -> None:
     problem = load_problem(workloads_dir / "throughput/OperatorGraphs/bert_l-12_inference.json")
     first = solve(problem, "ip-noncontig", time_limit=limit, deterministic=True)

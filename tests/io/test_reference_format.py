@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tests.workloads import over_workloads
 
 from dnnpart.errors import FormatError
 from dnnpart.graph import NO_CLASS
@@ -283,7 +284,7 @@ PUBLISHED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(PUBLISHED))
+@pytest.mark.parametrize("name", over_workloads(sorted(PUBLISHED)))
 def test_published_workloads_read_with_their_sizes(workloads_dir: Path, name: str) -> None:
     p = read_problem(workloads_dir / "throughput" / name)
     n_nodes, k = PUBLISHED[name]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.workloads import over_workloads
 
 import dnnpart.solvers.dp as dpmod
 import dnnpart.solvers.dp.driver as driver
@@ -68,7 +69,7 @@ def _published_equal(value: float, published: float) -> bool:
 
 # -- published figures -------------------------------------------------------------------
 
-@pytest.mark.parametrize(("folder", "name", "expected"), _workload_params())
+@pytest.mark.parametrize(("folder", "name", "expected"), over_workloads(_workload_params()))
 def test_published_workloads(folder: str, name: str, expected: tuple[int, float, float]) -> None:
     path = WORKLOADS / folder / f"{name}.json"
     if not path.exists():

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tests.workloads import ABSENT_REASON, WORKLOADS_DIR, workloads_present
 
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.solvers import solve
@@ -18,7 +18,6 @@ from dnnpart.testing.strategies import problems
 
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BACKENDS = ("cpsat", "highs")
-WORKLOADS = Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"
 
 
 def _exact(problem, method, **kw):
@@ -152,11 +151,11 @@ def test_progress_reports_incumbent_and_bound() -> None:
     assert seen and "bound" in seen[0]
 
 
-@pytest.mark.skipif(not WORKLOADS.exists(), reason="shared workloads folder not present")
+@pytest.mark.skipif(not workloads_present(), reason=ABSENT_REASON)
 def test_contiguous_ip_matches_dp_on_a_layer_workload() -> None:
     from dnnpart.io import read_problem
 
-    p = read_problem(WORKLOADS / "throughput" / "LayerGraphs" / "bert24_inference.json")
+    p = read_problem(WORKLOADS_DIR / "throughput" / "LayerGraphs" / "bert24_inference.json")
     dp = solve(p, "dp")
     r = solve(p, "ip", threads=1, time_limit=120)
     assert r.objective <= dp.objective * 1.01 + 1e-9

@@ -48,3 +48,29 @@ def test_importing_a_method_module_registers_nothing() -> None:
         "print(json.dumps(sorted(registry._METHODS)))\n"
     )
     assert json.loads(last_line(fresh_python(code))) == []
+
+
+def test_declarations_copy_field_by_field_and_bad_capabilities_are_refused() -> None:
+    """A declaration rebuilt from its fields is accepted (tests swap a method's function that
+    way); capability fields outside the objective's variants, or exact forms of a heuristic,
+    are refused when the declaration is made."""
+    import pytest
+
+    from dnnpart.solvers.method import MethodInfo
+
+    for info in available_methods():
+        assert MethodInfo(**{f: getattr(info, f) for f in info.__slots__}) == info
+    base = {"name": "x", "func": solve_stub, "summary": "", "guarantee": ""}
+    for bad, field in (({"training_forms": ()}, "training_forms"),
+                       ({"overlap_modes": ("half-duplex",)}, "overlap_modes"),
+                       ({"exact_forms": ("gpipe",)}, "exact_forms"),
+                       ({"exact": True, "training_forms": ("pipedream",), "exact_forms": ("gpipe",)},
+                        "exact_forms")):
+        with pytest.raises(ValueError, match=f"method x: {field}"):
+            MethodInfo(**base, **bad)
+    assert MethodInfo(**base, exact=True).exact_forms == ("pipedream", "gpipe")
+    assert MethodInfo(**base).exact_forms == ()
+
+
+def solve_stub(problem: object, /, **kwargs: object) -> object:
+    raise AssertionError("never called")

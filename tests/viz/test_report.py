@@ -22,6 +22,8 @@ from dnnpart.testing import chain_problem
 from dnnpart.viz.report import ReportInput, build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NO_CHROMIUM = ("headless Chromium is not on PATH: install the Debian package chromium "
+               "(apt-get install chromium)")
 
 
 def _report(tmp_path: Path) -> tuple[Path, str]:
@@ -48,7 +50,7 @@ def test_report_is_self_contained_with_figures(tmp_path: Path) -> None:
     assert "a lower bound among" in text  # the bound says what it bounds
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_chromium_renders_the_report(tmp_path: Path) -> None:
     from matplotlib.image import imread
 
@@ -96,7 +98,7 @@ def cli_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return page, json.loads(plan.read_text())
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_chromium_shows_the_key_numbers_of_a_cli_report(cli_report: tuple[Path, dict]) -> None:
     page, plan = cli_report
     base = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]

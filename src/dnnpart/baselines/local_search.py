@@ -122,6 +122,8 @@ LOCAL_SEARCH = MethodInfo(
     anytime=True,
     time_kind="local-search",
     space=ANY,
+    training_forms=("pipedream",),  # its incremental scoring knows the default objective only
+    overlap_modes=("none",),
 )
 
 

@@ -68,7 +68,7 @@ BRUTE_FORCE = MethodInfo(
     name="brute-force", func=solve_brute_force,
     summary="try every assignment of nodes to devices (tiny graphs only)",
     guarantee="optimal over all splits (non-contiguous included)",
-    objectives=("throughput", "latency"),
+    objectives=("throughput", "latency", "makespan"),
     exact=True,
     source="test oracle",
     options=(

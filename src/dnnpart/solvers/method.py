@@ -34,8 +34,12 @@ accepts ``None`` (CLI: ``none``) beside a non-``None`` default. ``Option(..., ob
 takes API-only values such as a warm-start plan (the CLI passes the text). The hardening tests
 check, for every method, that the schema's defaults equal the function's.
 
-What a method supports is declared too (objectives, search space, training graphs,
-exactness); the conformance tests generate their cases from these declarations.
+What a method supports is declared too: objective kinds, search space, training graphs, the
+variants of the throughput objective it optimises (training forms, overlap modes) and
+exactness (and the training forms it holds in); :meth:`MethodInfo.supports` and
+:meth:`MethodInfo.proves` read them. The conformance tests generate their cases from these
+declarations: a (method, problem) pair the declarations do not cover is not generated, and a
+declared pair must be solved.
 
 Time limits and stopping
 ------------------------
@@ -55,7 +59,7 @@ from typing import Any, Protocol
 
 from dnnpart import interrupt
 from dnnpart.plan import SolveResult
-from dnnpart.problem import OBJECTIVE_KINDS, Problem
+from dnnpart.problem import OBJECTIVE_KINDS, OVERLAP_MODES, THROUGHPUT, TRAINING_FORMS, Problem
 
 #: Default time limits (seconds) of the anytime methods, by kind of method. One table: the
 #: the "Time limits" table of docs/cli.md prints it. A method declared with ``anytime=True`` gets
@@ -68,10 +72,14 @@ DEFAULT_TIME_LIMITS: dict[str, float] = {
 
 #: Search spaces a method declares (:attr:`MethodInfo.space`): which plans it may return.
 #: ``contiguous``: splits whose device parts (forward and backward separately) are contiguous;
-#: ``any``: any placement; ``layerwise``: a parallel configuration per layer (paper 3);
-#: ``given``: the plan the user gives, scored (no search).
-CONTIGUOUS, ANY, LAYERWISE, GIVEN = "contiguous", "any", "layerwise", "given"
-SEARCH_SPACES = (CONTIGUOUS, ANY, LAYERWISE, GIVEN)
+#: ``pipeline-order``: contiguous splits whose parts also run in one pipeline order (no two
+#: parts need an output of each other: the quotient graph of the parts, forward and backward
+#: separately, is acyclic; paper 1's DP searches these); ``any``: any placement;
+#: ``layerwise``: a parallel configuration per layer (paper 3); ``given``: the plan the user
+#: gives, scored (no search).
+CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN = (
+    "contiguous", "pipeline-order", "any", "layerwise", "given")
+SEARCH_SPACES = (CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN)
 
 #: Integers beyond this are refused as option values (numba and C solvers take int64).
 _INT_MAX = 2**63 - 1
@@ -229,6 +237,14 @@ class MethodInfo:
     exact : whether a finished run proves optimality over its search space.
     space : its search space, one of :data:`SEARCH_SPACES`.
     training : whether it takes training graphs (forward and backward operators).
+    training_forms : the training forms of the throughput objective it optimises
+        (``Objective.training``: PipeDream's or GPipe's, paper 1 section 5.3); others are
+        refused. Default: both.
+    overlap_modes : the overlap modes of the throughput objective it optimises
+        (``Objective.overlap``, paper 1 appendix C.1); others are refused. Default: all.
+    exact_forms : for an exact method, the training forms in which a finished run on a
+        training graph proves optimality (in the others it returns a plan of its space and a
+        bound, not a proof). Default: all of ``training_forms``.
     source : the paper/section it implements.
     options : the typed options it takes (see the module docstring).
     anytime : whether it can run for minutes (then it gets a default time limit).
@@ -239,7 +255,9 @@ class MethodInfo:
     >>> from dnnpart.solvers.registry import get_method
     >>> info = get_method("dp")
     >>> info.exact, info.space, info.objectives
-    (True, 'contiguous', ('throughput',))
+    (True, 'pipeline-order', ('throughput',))
+    >>> info.exact_forms
+    ('pipedream',)
     """
 
     name: str
@@ -250,6 +268,9 @@ class MethodInfo:
     exact: bool = False
     space: str = ANY
     training: bool = True
+    training_forms: tuple[str, ...] = TRAINING_FORMS
+    overlap_modes: tuple[str, ...] = OVERLAP_MODES
+    exact_forms: tuple[str, ...] | None = None
     source: str = ""
     options: tuple[Option, ...] = ()
     anytime: bool = False
@@ -263,11 +284,66 @@ class MethodInfo:
         if self.space not in SEARCH_SPACES:
             raise ValueError(f"method {self.name}: space must be one of {list(SEARCH_SPACES)}, "
                              f"got {self.space!r}")
+        for what, values, allowed in (("training_forms", self.training_forms, TRAINING_FORMS),
+                                      ("overlap_modes", self.overlap_modes, OVERLAP_MODES)):
+            if not values or set(values) - set(allowed):
+                raise ValueError(f"method {self.name}: {what} must be some of {list(allowed)}, "
+                                 f"got {list(values)}")
+        if self.exact_forms is None:
+            object.__setattr__(self, "exact_forms", self.training_forms if self.exact else ())
+        elif set(self.exact_forms) - set(self.training_forms) or (self.exact_forms and not self.exact):
+            raise ValueError(f"method {self.name}: exact_forms must be some of its training_forms "
+                             f"{list(self.training_forms)} (none unless the method is exact), got "
+                             f"{list(self.exact_forms)}")
         if self.time_kind not in DEFAULT_TIME_LIMITS:
             raise ValueError(f"method {self.name}: time_kind must be one of {sorted(DEFAULT_TIME_LIMITS)}")
         names = [o.name for o in self.options]
         if len(set(names)) != len(names) or {"time_limit", "progress"} & set(names):
             raise ValueError(f"method {self.name}: duplicate or reserved option names in {names}")
+
+    def supports(self, problem: Problem) -> bool:
+        """Whether the method declares ``problem``'s objective (kind and, for throughput, its
+        training form and overlap mode) and graph (training graphs need ``training``).
+
+        Examples
+        --------
+        >>> from dnnpart.problem import Objective
+        >>> from dnnpart.solvers.registry import get_method
+        >>> from dnnpart.testing import chain_problem
+        >>> p = chain_problem([1.0, 2.0], n_accelerators=2)
+        >>> get_method("local-search").supports(p)
+        True
+        >>> get_method("local-search").supports(p.with_objective(Objective(overlap="full-duplex")))
+        False
+        >>> get_method("optcnn").supports(p)
+        False
+        """
+        objective = problem.objective
+        if objective.kind not in self.objectives or (problem.graph.is_training and not self.training):
+            return False
+        if objective.kind == THROUGHPUT:
+            return objective.training in self.training_forms and objective.overlap in self.overlap_modes
+        return True
+
+    def proves(self, problem: Problem) -> bool:
+        """Whether a finished run on ``problem`` proves optimality over the method's space:
+        the method is exact and, for a training graph under the throughput objective, the
+        objective's training form is one of :attr:`exact_forms`.
+
+        Examples
+        --------
+        >>> from dnnpart.problem import Objective
+        >>> from dnnpart.solvers.registry import get_method
+        >>> from dnnpart.testing import chain_problem
+        >>> p = chain_problem([1.0, 2.0], n_accelerators=2)
+        >>> get_method("dp").proves(p), get_method("dpl").proves(p)
+        (True, False)
+        """
+        if not (self.exact and self.supports(problem)):
+            return False
+        if problem.objective.kind == THROUGHPUT and problem.graph.is_training:
+            return problem.objective.training in (self.exact_forms or ())
+        return True
 
     def option(self, name: str) -> Option:
         """The option called ``name`` (``-`` read as ``_``); ``ValueError`` lists the valid ones."""

@@ -31,7 +31,16 @@ from dnnpart.devices.cluster import ACCELERATOR, CPU, Cluster, Device
 from dnnpart.devices.presets import reference_cluster
 from dnnpart.graph.core import NO_CLASS, Graph, build_graph
 from dnnpart.plan import Plan
-from dnnpart.problem import OVERLAP_MODES, TRAINING_FORMS, Objective, Problem
+from dnnpart.problem import (
+    MAKESPAN,
+    OVERLAP_MODES,
+    PIPELINE,
+    SCHEDULES,
+    THROUGHPUT,
+    TRAINING_FORMS,
+    Objective,
+    Problem,
+)
 
 try:  # hypothesis is a test dependency; the seeded helpers work without it
     from hypothesis import strategies as st
@@ -199,18 +208,25 @@ def training_dag(
 
 def build_cluster(
     c: Chooser, total_memory: float, *, max_accelerators: int = 3, max_cpus: int = 2,
-    heterogeneous_prob: float = 0.0, memory_prob: float = 0.6,
+    heterogeneous_prob: float = 0.0, memory_prob: float = 0.6, min_accelerators: int = 1,
+    host_bandwidth: float | None = None,
 ) -> Cluster:
-    """``1..max_accelerators`` accelerators and ``0..max_cpus`` CPUs; memory limit sometimes.
+    """``min_accelerators..max_accelerators`` accelerators and ``0..max_cpus`` CPUs; memory
+    limit sometimes.
 
     With ``heterogeneous_prob`` the devices get random speeds and host-link scales.
+    ``host_bandwidth`` (bytes/s) replaces the reference cluster's PCIe link: the simulated
+    objectives (makespan, pipeline) price a transfer by its bytes over it.
     """
-    k = c.integer(1, max_accelerators)
+    k = c.integer(min_accelerators, max_accelerators)
     cpus = c.integer(0, max_cpus)
     memory = math.inf
     if c.flag(memory_prob):
         memory = max(1.0, total_memory) * c.pick([0.25, 0.4, 0.6, 0.8, 1.0, 1.5])
     if not c.flag(heterogeneous_prob):
+        if host_bandwidth is not None:
+            return reference_cluster(n_accelerators=k, n_cpus=cpus, memory_bytes=memory,
+                                     host_bandwidth=host_bandwidth)
         return reference_cluster(n_accelerators=k, n_cpus=cpus, memory_bytes=memory)
     speeds = [0.5, 1.0, 2.0]
     devices = [Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=memory, speed=c.pick(speeds))
@@ -235,8 +251,15 @@ def build_problem(
     color_prob: float = 0.3,
     objective: Objective | None = None,
     random_objective: bool = False,
+    min_accelerators: int = 1,
+    host_bandwidth: float | None = None,
 ) -> Problem:
-    """One random problem (see the module docstring)."""
+    """One random problem (see the module docstring).
+
+    ``random_objective`` draws the variant of ``objective``'s kind (default throughput): the
+    training form and overlap mode (throughput), or the schedule, 2 or 3 micro-batches and
+    recomputation (pipeline).
+    """
     is_training = c.flag(0.3) if training is None else training
     if is_training and max_nodes >= 2:
         dag, backward, classes = training_dag(c, max_forward=max(1, min(3, (max_nodes - 1) // 2)))
@@ -249,11 +272,15 @@ def build_problem(
                                nonuniform_prob=nonuniform_prob, color_prob=color_prob)
     cluster = build_cluster(c, float(graph.memory_bytes.sum()), max_accelerators=max_accelerators,
                             max_cpus=max_cpus, heterogeneous_prob=heterogeneous_prob,
-                            memory_prob=memory_prob)
+                            memory_prob=memory_prob, min_accelerators=min_accelerators,
+                            host_bandwidth=host_bandwidth)
     if objective is None:
         objective = Objective()
-        if random_objective:
-            objective = Objective(training=c.pick(TRAINING_FORMS), overlap=c.pick(OVERLAP_MODES))
+    if random_objective and objective.kind == PIPELINE:
+        objective = Objective(kind=PIPELINE, schedule=c.pick(SCHEDULES), microbatches=c.integer(2, 3),
+                              recompute=c.flag(0.5))
+    elif random_objective and objective.kind == THROUGHPUT:
+        objective = Objective(training=c.pick(TRAINING_FORMS), overlap=c.pick(OVERLAP_MODES))
     return Problem(graph=graph, cluster=cluster, objective=objective, name="random")
 
 
@@ -261,6 +288,76 @@ def seeded_problems(count: int, *, seed: int = 0, **kwargs: Any) -> list[Problem
     """``count`` reproducible random problems (``kwargs`` as for :func:`build_problem`)."""
     rng = np.random.default_rng(seed)
     return [build_problem(RngChooser(rng), **kwargs) for _ in range(count)]
+
+
+#: Host link (bytes/s) of the simulated problems: accelerators talk through host DRAM at half
+#: of it, so a tensor byte takes one time unit (1 ms) to move -- transfers cost as much as the
+#: compute of the random graphs (0 to 9 units per node, 0 to 9 bytes per tensor).
+SLOW_HOST_LINK = 2e3
+
+
+def build_simulated_problem(
+    c: Chooser, kind: str, *, max_nodes: int = 5, min_nodes: int = 3, training: bool | None = None,
+    min_accelerators: int = 2, max_accelerators: int = 3, memory_prob: float = 0.7,
+) -> Problem:
+    """A tiny problem for a simulated objective (``makespan``: paper 2's op-level emulation;
+    ``pipeline``: paper 4's pipeline, schedule, 2 or 3 micro-batches and recomputation drawn).
+
+    ``min_accelerators`` to ``max_accelerators`` identical accelerators and no CPU (every
+    operator runs on an accelerator), the :data:`SLOW_HOST_LINK`, a random inference graph or
+    (``training``; default: 30% of the time) a forward graph with its mirrored backward pass.
+    With probability ``memory_prob`` each accelerator gets 0.5 to 1.2 times the simulated peak
+    memory of the whole graph on one accelerator, so that memory binds without ruling every
+    plan out.
+
+    Examples
+    --------
+    >>> p = build_simulated_problem(RngChooser(np.random.default_rng(3)), "makespan")
+    >>> p.objective.kind, 2 <= p.cluster.n_devices <= 3, p.cluster.cpus
+    ('makespan', True, ())
+    """
+    from dnnpart.evaluate import evaluate
+
+    base = build_problem(c, max_nodes=max_nodes, min_nodes=min_nodes, training=training,
+                         min_accelerators=min_accelerators, max_accelerators=max_accelerators,
+                         max_cpus=0, unsupported_prob=0.0, memory_prob=0.0,
+                         host_bandwidth=SLOW_HOST_LINK, objective=Objective(kind=kind),
+                         random_objective=True)
+    if not c.flag(memory_prob):
+        return base
+    one = evaluate(base, Plan(assignment=np.zeros(base.graph.n_nodes, np.int32)))
+    memory = max(1.0, float(one.memory_bytes[0])) * c.pick([0.5, 0.7, 0.9, 1.2])
+    cluster = reference_cluster(n_accelerators=base.cluster.n_devices, n_cpus=0, memory_bytes=memory,
+                                host_bandwidth=SLOW_HOST_LINK)
+    return Problem(graph=base.graph, cluster=cluster, objective=base.objective, name=base.name)
+
+
+def seeded_makespan_problems(count: int, *, seed: int = 0, **kwargs: Any) -> list[Problem]:
+    """``count`` reproducible tiny ``makespan`` problems on 2 or 3 accelerators (paper 2's
+    setting; ``kwargs`` as for :func:`build_simulated_problem`).
+
+    Examples
+    --------
+    >>> ps = seeded_makespan_problems(4, seed=1)
+    >>> {p.objective.kind for p in ps}, all(2 <= p.cluster.n_devices <= 3 for p in ps)
+    ({'makespan'}, True)
+    """
+    rng = np.random.default_rng(seed)
+    return [build_simulated_problem(RngChooser(rng), MAKESPAN, **kwargs) for _ in range(count)]
+
+
+def seeded_pipeline_problems(count: int, *, seed: int = 0, **kwargs: Any) -> list[Problem]:
+    """``count`` reproducible tiny ``pipeline`` problems on 2 or 3 accelerators (paper 4's
+    setting; ``kwargs`` as for :func:`build_simulated_problem`).
+
+    Examples
+    --------
+    >>> p = seeded_pipeline_problems(1, seed=2)[0]
+    >>> p.objective.kind, p.objective.microbatches in (2, 3), p.cluster.cpus
+    ('pipeline', True, ())
+    """
+    rng = np.random.default_rng(seed)
+    return [build_simulated_problem(RngChooser(rng), PIPELINE, **kwargs) for _ in range(count)]
 
 
 def random_assignment(c: Chooser, problem: Problem) -> list[int]:
@@ -352,6 +449,7 @@ if st is not None:
 
 
 __all__ = [
+    "SLOW_HOST_LINK",
     "Chooser",
     "DagSpec",
     "DrawChooser",
@@ -359,6 +457,7 @@ __all__ = [
     "build_cluster",
     "build_dag",
     "build_problem",
+    "build_simulated_problem",
     "contiguous_assignment",
     "dags",
     "graph_from_dag",
@@ -369,6 +468,8 @@ __all__ = [
     "problems_and_plans",
     "random_assignment",
     "random_topological_order",
+    "seeded_makespan_problems",
+    "seeded_pipeline_problems",
     "seeded_problems",
     "training_dag",
 ]

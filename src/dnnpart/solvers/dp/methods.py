@@ -5,7 +5,7 @@ from __future__ import annotations
 from dnnpart.solvers.dp.hierarchy import DEFAULT_MAX_HIERARCHY_IDEALS
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS, DEFAULT_MAX_MEMORY_BYTES
 from dnnpart.solvers.dp.solve import solve_dp, solve_dpl
-from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option
+from dnnpart.solvers.method import PIPELINE_ORDER, MethodInfo, Option
 
 DP = MethodInfo(
     name="dp", func=solve_dp,
@@ -30,7 +30,9 @@ DP = MethodInfo(
         Option("max_hierarchy_ideals", int, DEFAULT_MAX_HIERARCHY_IDEALS,
                "hierarchical clusters: refuse lattices with more ideals", minimum=1),
     ),
-    space=CONTIGUOUS,
+    space=PIPELINE_ORDER,
+    # GPipe form on a training graph: the PipeDream-form optimum, with its value as the bound
+    exact_forms=("pipedream",),
 )
 
 DPL = MethodInfo(
@@ -44,7 +46,7 @@ DPL = MethodInfo(
         Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
         Option("replication", bool, False, "let a stage run on several devices (appendix C.2)"),
     ),
-    space=CONTIGUOUS,
+    space=PIPELINE_ORDER,
 )
 
 
