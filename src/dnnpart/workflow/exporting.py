@@ -15,15 +15,19 @@ Formats (:data:`EXPORT_FORMATS`):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnpart.errors import FormatError
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.workflow.loading import load_plan, load_planned_model, model_block_of, with_runnable
 from dnnpart.workflow.planned import PlannedModel
+
+if TYPE_CHECKING:
+    from dnnpart.frontends.ir import ModelIR
 
 EXPORT_FORMATS = ("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text")
 
@@ -109,12 +113,13 @@ def _write(planned: PlannedModel, format: str, target: Path, where: str) -> Expo
         from dnnpart.export.layers import deepspeed_dict, megatron_dict
 
         layer_export = deepspeed_dict if format == "deepspeed" else megatron_dict
-        data = layer_export(imported.ir, run.device_of, names)
+        data = layer_export(imported.ir, planned_operator_devices(imported.ir, run.device_of), names)
         write_json_atomic(data, target)
         details["parts" if format == "deepspeed" else "layout"] = data.get(
             "parts", data.get("pipeline_model_parallel_layout"))
     elif format == "pipelining":
-        data = pipelining_dict(imported.ir, run.device_of, names)
+        data = pipelining_dict(imported.ir, planned_operator_devices(imported.ir, run.device_of),
+                               names)
         write_json_atomic(data, target)
         details["split_spec"] = list(data["split_spec"])
     else:
@@ -126,6 +131,32 @@ def _write(planned: PlannedModel, format: str, target: Path, where: str) -> Expo
         program = split_module(run.module, run.device_of)
         details["stages"] = len(write_stage_files(program, names, target, model=run.source.spec))
     return ExportResult(format=format, out=target, details=details)
+
+
+def planned_operator_devices(ir: ModelIR, device_of: Mapping[str, int]) -> dict[str, int]:
+    """The device of every operator of the planned model (``ir``, model order), from the
+    device of every operator of the module that runs (``device_of``).
+
+    The layer-list exports (pipelining, DeepSpeed, Megatron) describe the planned operators.
+    The module run can lack a few of them: an ``hf:`` model is planned on the meta device and
+    run from a second capture with weights, which may drop layout-only nodes
+    (``contiguous``). Such an operator goes with the operator before it in model order (the
+    first ones with the first placed operator), as its producer does in the run.
+
+    Examples
+    --------
+    >>> from dnnpart.cost.ops import OpSpec
+    >>> from dnnpart.frontends.ir import ModelIR, OpRecord
+    >>> ops = [OpRecord(name=n, source_type="x", spec=OpSpec(op_type="x"), module_path=n)
+    ...        for n in ("a", "contiguous", "b", "c")]
+    >>> planned_operator_devices(ModelIR(name="m", source="fx", ops=ops), {"a": 0, "b": 1, "c": 1})
+    {'a': 0, 'contiguous': 0, 'b': 1, 'c': 1}
+    """
+    first = next((device_of[op.name] for op in ir.ops if op.name in device_of), 0)
+    out: dict[str, int] = {}
+    for op in ir.ops:
+        first = out[op.name] = device_of.get(op.name, first)
+    return out
 
 
 def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str | None,
