@@ -15,11 +15,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/dnnpart demo zoo:bert-3
 
+# README.md's Python tour is a doctest too
 test: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules src/dnnpart tests
+	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md src/dnnpart tests README.md
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules -m "slow or not slow" src/dnnpart tests
+	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md -m "slow or not slow" src/dnnpart tests README.md
 
 bench: $(STAMP)
 	@mkdir -p bench-results

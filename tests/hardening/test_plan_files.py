@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 from clirun import assert_one_error_line, run_cli
 from corpus import CONTROL, code_plan, control_names
 
-from dnnpart.cli.model_cmds import plan_model_spec
 from dnnpart.errors import FormatError
 from dnnpart.limits import printable
+from dnnpart.workflow.loading import plan_model_spec
 
 MARKER_MODULE = "dnnpart_issue13_marker"
 

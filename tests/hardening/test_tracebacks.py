@@ -38,12 +38,12 @@ def test_seeded_corpus_ends_in_one_line(tmp_path: Path) -> None:
 def test_internal_error_is_exit_4_with_traceback_only_under_debug(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dnnpart.cli import commands
+    from dnnpart.workflow import summary
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(commands, "graph_summary", broken)
+    monkeypatch.setattr(summary, "graph_summary", broken)
     code, _, err = run_cli(["info", "zoo:bert-3"])
     assert code == 4
     line = assert_one_error_line(code, err, must_name="internal error")
@@ -55,24 +55,24 @@ def test_internal_error_is_exit_4_with_traceback_only_under_debug(
 def test_a_library_value_error_is_internal_not_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from dnnpart.cli import commands
+    from dnnpart.workflow import summary
 
     def deep(*args: object, **kwargs: object) -> None:
         json.loads("{")  # a ValueError raised inside a library, not by dnnpart on purpose
 
-    monkeypatch.setattr(commands, "graph_summary", deep)
+    monkeypatch.setattr(summary, "graph_summary", deep)
     code, _, err = run_cli(["info", "zoo:bert-3"])
     assert code == 4, err
 
 
 def test_multi_line_messages_are_cut_to_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dnnpart.cli import commands
     from dnnpart.errors import FormatError
+    from dnnpart.workflow import summary
 
     def chatty(*args: object, **kwargs: object) -> None:
         raise FormatError("model: cannot trace\n" + "\n".join(f"  frame {i}" for i in range(26)))
 
-    monkeypatch.setattr(commands, "graph_summary", chatty)
+    monkeypatch.setattr(summary, "graph_summary", chatty)
     code, _, err = run_cli(["info", "zoo:bert-3"])
     line = assert_one_error_line(code, err, must_name="model: cannot trace")
     assert code == 2 and "26 more lines" in line

@@ -1,9 +1,9 @@
-"""Argument groups shared by ``solve`` and ``plan`` (the objective, the method's options) and
-the choices of ``--progress``.
+"""Argument groups shared by commands, and what parsed arguments mean to the library.
 
-One definition for both commands, so that ``plan`` (import + solve in one step) takes every
-objective and flag ``solve`` takes (``--set``, ``--gap``, ``--backend``, ``--schedule``...).
-Importing this module imports nothing heavy (the CLI's start-up time).
+One definition per group: ``solve`` and ``plan`` (import + solve in one step) take the same
+objective and method flags (``--set``, ``--gap``, ``--backend``, ``--schedule``...); every
+command that takes a graph takes the model-spec flags; ``export``, ``run`` and ``report`` the
+same trust flags. Importing this module imports nothing heavy (the CLI's start-up time).
 """
 
 from __future__ import annotations
@@ -11,21 +11,138 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dnnpart.workflow.importing import DEFAULT_CLUSTER
+from dnnpart.workflow.methods import DEFAULT_METHODS
+
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "DEFAULT_METHODS",
+    "MODEL_HELP",
+    "OBJECTIVES",
+    "PROGRESS_CHOICES",
+    "PROGRESS_HELP",
+    "add_method_args",
+    "add_model_args",
+    "add_model_spec_args",
+    "add_objective_args",
+    "add_problem_args",
+    "add_trust_args",
+    "input_shapes",
+    "model_options",
+    "objective_from_args",
+    "parse_options",
+    "solve_options",
+]
+
 OBJECTIVES = ("throughput", "latency", "makespan", "pipeline", "iteration")
 #: ``--progress`` (see :mod:`dnnpart.cli.progress`, which renders them).
 PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
 PROGRESS_HELP = ("progress on stderr: bar (a live line), lines (a line every few seconds, for logs), "
                  "auto (bar on a terminal, else lines; default), none")
 
-#: The method ``plan`` runs when none is named, by objective: the exact or paper method of
-#: each (throughput: the DP, falling back to DPL where the DP refuses the graph as too large).
-DEFAULT_METHODS = {
-    "throughput": "dp",
-    "latency": "ip",
-    "makespan": "pardnn",
-    "pipeline": "parmesan",
-    "iteration": "optcnn",
-}
+MODEL_HELP = (
+    "FILE.onnx, builtin:NAME (resnet50, inception_v3, bert), torchvision:NAME, "
+    "hf:ARCH[:KEY=VALUE,...] (transformers config, e.g. hf:gpt2:n_layer=2) or module:PKG.MOD:CALLABLE"
+)
+
+
+def add_problem_args(p: argparse.ArgumentParser) -> None:
+    """The graph, its cluster, objective and model options (``info``, ``evaluate``, ``solve``,
+    ``simulate``) and ``--json``."""
+    p.add_argument(
+        "graph",
+        help="graph file (dnn-partitioning .json, native .npz), zoo:NAME, or a model spec "
+        "(hf:ARCH[:K=V,...], builtin:NAME, module:PKG.MOD:CALLABLE, torchvision:NAME, FILE.onnx); "
+        "with --objective iteration builtin:NAME is one of paper 3's layer graphs (lenet5, alexnet, "
+        "vgg16, inception_v3, resnet50, resnet152)",
+    )
+    p.add_argument("--cluster", metavar="SPEC",
+                   help="cluster file (JSON/YAML), NxPRESET[+Mcpu] (4xA100, 4xA100+1cpu) or "
+                        "GENERATOR:key=value,... (see `dnnpart cluster show`); default: the graph file's")
+    add_objective_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_model_spec_args(p)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The model and how it is imported and priced (``import``, ``plan``)."""
+    p.add_argument("model", help=MODEL_HELP)
+    add_model_spec_args(p)
+    p.add_argument(
+        "--cluster",
+        default=DEFAULT_CLUSTER,
+        metavar="SPEC",
+        help=f"NxPRESET (e.g. 4xA100, 2xV100, 8xH100) or a cluster file (default {DEFAULT_CLUSTER})",
+    )
+    p.add_argument(
+        "--specs", metavar="FILE", help="your own device/link presets (YAML/JSON), merged over ours"
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="measure operator times on this machine's CPU (medians) instead of estimating them",
+    )
+    p.add_argument("--repeats", type=int, default=10, help="timed runs when profiling (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+def add_model_spec_args(p: argparse.ArgumentParser) -> None:
+    """Options of every command that accepts a model spec (``hf:``, ``builtin:``, ``.onnx``...)."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="D0,D1,...",
+        help="model specs: shape of a model input (repeat once per input; default: the model's own)",
+    )
+    p.add_argument(
+        "--input-dtype",
+        choices=("float32", "float64", "int64", "int32"),
+        help="model specs: dtype of the example inputs (default float32; int64 for text models)",
+    )
+    p.add_argument(
+        "--training",
+        action="store_true",
+        help="model specs: the training graph (torch: real autograd forward+backward; ONNX: "
+        "a synthesised backward, 2x forward time, colocated with its forward operator)",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam"),
+        help="with --training: add one update op per parameter (adam: 3x residual bytes)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "bf16", "fp16"),
+        default="fp32",
+        help="compute precision of the cost model: tensor-core peaks of the device presets, "
+        "and 2-byte tensors for bf16/fp16 (default fp32)",
+    )
+    p.add_argument(
+        "--frontend",
+        choices=("export", "fx"),
+        default="export",
+        help="torch capture: export (torch.export, one node per aten op; default) or fx (symbolic "
+        "tracing, one node per module call)",
+    )
+    p.add_argument(
+        "--config", metavar="FILE", help="hf: models: JSON object of config overrides (like KEY=VALUE)"
+    )
+    p.add_argument(
+        "--granularity",
+        choices=("op", "module"),
+        default="op",
+        help="one node per operator (default) or per run of operators called from one module",
+    )
+
+
+def add_trust_args(p: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--trust-plan``: which model a plan file's spec may lead to."""
+    p.add_argument("--model", metavar="SPEC",
+                   help="the model the plan was made for (default: the plan's own if it is "
+                        "builtin:, torchvision:, hf: or an .onnx file; module: specs import code)")
+    p.add_argument("--trust-plan", action="store_true",
+                   help="follow the plan's model spec even if it imports code (module:...)")
 
 
 def add_objective_args(p: argparse.ArgumentParser, *, stored_in_plan: bool = False) -> None:
@@ -103,3 +220,69 @@ def objective_from_args(args: argparse.Namespace) -> Any:
                      schedule=getattr(args, "schedule", None) or "gpipe",
                      microbatches=micro if micro is not None else 4,
                      recompute=getattr(args, "recompute", False), batch=batch)
+
+
+def model_options(args: argparse.Namespace) -> Any:
+    """The :class:`~dnnpart.frontends.sources.ModelOptions` of parsed arguments."""
+    from dnnpart.frontends.sources import ModelOptions
+
+    return ModelOptions(
+        input_shapes=input_shapes(args),
+        input_dtype=getattr(args, "input_dtype", None),
+        training=bool(getattr(args, "training", False)),
+        optimizer=getattr(args, "optimizer", None),
+        precision=getattr(args, "precision", "fp32"),
+        frontend=getattr(args, "frontend", "export"),
+        config_file=getattr(args, "config", None),
+        granularity=getattr(args, "granularity", "op"),
+    )
+
+
+def input_shapes(args: argparse.Namespace) -> tuple[tuple[int, ...], ...]:
+    """The shapes of ``--input-shape D0,D1,...`` (repeated once per input)."""
+    from dnnpart.frontends.sources import parse_shape
+
+    return tuple(parse_shape(s) for s in getattr(args, "input_shape", []) or [])
+
+
+def parse_options(pairs: list[str], method: str | None = None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings to keyword arguments, typed by ``method``'s option schema.
+
+    Without a method (or for keys the schema lacks, which :func:`~dnnpart.solvers.solve` then
+    refuses) the text is kept as given.
+
+    Examples
+    --------
+    >>> parse_options(["max_ideals=5e6"], "dp")
+    {'max_ideals': 5000000}
+    >>> parse_options(["mapping=cs"])
+    {'mapping': 'cs'}
+    """
+    from dnnpart.errors import FormatError
+    from dnnpart.solvers import get_method
+
+    info = get_method(method) if method is not None else None
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise FormatError(f"--set {pair!r}: expected KEY=VALUE")
+        if info is None:
+            options[key.replace("-", "_")] = raw
+            continue
+        opt = info.option(key)  # the error names the key as typed
+        options[opt.name] = opt.parse(raw, info.name)
+    return options
+
+
+def solve_options(args: argparse.Namespace, method: str) -> tuple[dict[str, Any], bool]:
+    """The options of ``method`` (``--set`` pairs plus the dedicated flags: ``--gap``...) and
+    whether to solve deterministically (``--deterministic``, or ``--set deterministic=true``,
+    which :func:`~dnnpart.solvers.solve` takes as its own argument, not as an option)."""
+    options = parse_options(args.options, method)
+    for flag in ("backend", "gap", "threads", "seed", "subgraphs_per_device", "descent"):
+        value = getattr(args, flag, None)
+        if value is not None:  # dedicated flags are method options like --set KEY=VALUE
+            options[flag] = value
+    deterministic = bool(options.pop("deterministic", False)) or bool(args.deterministic)
+    return options, deterministic

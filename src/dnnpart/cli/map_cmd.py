@@ -1,4 +1,5 @@
-"""``dnnpart map STAGES.json --cluster SPEC``: Parmesan's phase 2 on a given stage graph.
+"""``dnnpart map STAGES.json --cluster SPEC``: Parmesan's phase 2 on a given stage graph
+(:func:`dnnpart.workflow.mapping.map_stage_graph`).
 
 The stage file's schema is in :mod:`dnnpart.io.stages_file`; the topology is the cluster's
 accelerators (routed matrices, :meth:`~dnnpart.solvers.parmesan.Topology.from_cluster`).
@@ -10,8 +11,11 @@ allreduce``, ``eps`` (or ``--gap``), ``deterministic``, ``node_limit``. Exit 0 w
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
+
+from dnnpart.cli.args import parse_options
+from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.render import Renderer, fmt
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -38,18 +42,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, metavar="N", help="seed of the random mapping (default 0)")
     p.add_argument("--gap", type=float, metavar="G", help="relative gap to stop at (default 1e-3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_map)
     return p
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    from dnnpart.cli.commands import parse_options
-
     opts = parse_options(args.options)
     allowed = {"mapping", "instantiation", "eps", "deterministic", "node_limit"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
         raise ValueError(f"--set {unknown[0]}: unknown option for map (expected one of "
                          f"{sorted(allowed)})")
+    opts = {k: _typed(k, v) if k in _TYPES else v for k, v in opts.items()}
     if args.gap is not None:
         opts["eps"] = args.gap
     for name, value in (("time_limit", args.time_limit), ("threads", args.threads),
@@ -71,79 +75,57 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def cmd_map(args: argparse.Namespace, out: Any) -> int:
+#: The types of map's numeric and boolean ``--set`` options (the rest are words).
+_TYPES: dict[str, type] = {"eps": float, "deterministic": bool, "node_limit": int}
+
+
+def _typed(key: str, text: str) -> Any:
+    """``--set KEY=TEXT`` as the option's type; text that is not one is kept, and refused by
+    the checks of :func:`_options`, which name the option.
+
+    Examples
+    --------
+    >>> _typed("eps", "0.01"), _typed("deterministic", "true"), _typed("node_limit", "7")
+    (0.01, True, 7)
+    >>> _typed("eps", "small")
+    'small'
+    """
+    kind = _TYPES[key]
+    low = text.strip().lower()
+    if kind is bool:
+        return {"true": True, "1": True, "yes": True, "false": False, "0": False,
+                "no": False}.get(low, text)
+    try:
+        return kind(low)
+    except ValueError:
+        return text
+
+
+def cmd_map(args: argparse.Namespace, out: Renderer) -> int:
     """Run ``dnnpart map``."""
     from rich.table import Table
 
-    from dnnpart.cli.main import EXIT_NO_PLAN, EXIT_OK, dumps
-    from dnnpart.cli.render import fmt
-    from dnnpart.cost import resolve_cluster
-    from dnnpart.io.stages_file import read_stages
-    from dnnpart.pricing.stages import max_stage_time
-    from dnnpart.solvers.parmesan import Topology, map_stages
-    from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
-    from dnnpart.solvers.parmesan.cost import choose_instantiation
+    from dnnpart.workflow.mapping import map_stage_graph
 
-    opts = _options(args)
-    stages = read_stages(args.stages)
-    cluster = resolve_cluster(args.cluster).cluster
-    topo = Topology.from_cluster(cluster)
-    if topo.n_devices != stages.n_devices:
-        raise ValueError(f"--cluster: the stage graph needs S * R = {stages.n_stages} * "
-                         f"{stages.replicas} = {stages.n_devices} accelerators, the cluster has "
-                         f"{topo.n_devices}")
-    mapping = opts.pop("mapping", "parmesan")
-    inst = opts.pop("instantiation", "auto")
-    if mapping not in ("parmesan", "cs", "p2p-first", "random"):
-        raise ValueError(f"--set mapping: expected parmesan, cs, p2p-first or random, got {mapping!r}")
-    if inst not in ("auto", "p2p", "allreduce"):
-        raise ValueError(f"--set instantiation: expected auto, p2p or allreduce, got {inst!r}")
-    kind = choose_instantiation(stages) if inst == "auto" else inst
-    seed = opts.get("seed", 0)
-    baselines = {"cs": cs_mapping(stages), "p2p-first": p2p_first_mapping(stages),
-                 "random": random_mapping(stages, seed)}
-    base_obj = {k: max_stage_time(stages, topo, m, kind) for k, m in baselines.items()}
-    if mapping == "parmesan":
-        res = map_stages(stages, topo, instantiation=kind, eps=opts.get("eps", 1e-3),
-                         time_limit=opts.get("time_limit"), threads=opts.get("threads", 1),
-                         deterministic=opts.get("deterministic", False),
-                         node_limit=opts.get("node_limit"), seed=seed)
-        device_of = res.device_of
-        payload: dict[str, Any] = {
-            "mapping": mapping, "status": res.status.value, "instantiation": res.instantiation,
-            "objective": res.objective if math.isfinite(res.objective) else None,
-            "bound": res.bound if math.isfinite(res.bound) else None,
-            "gap": res.gap if math.isfinite(res.gap) else None,
-            "wall_time_s": res.wall_time_s, "search_nodes": res.n_nodes}
-    else:
-        device_of = baselines[mapping]
-        value = base_obj[mapping]
-        payload = {"mapping": mapping, "status": "heuristic", "instantiation": kind,
-                   "objective": value if math.isfinite(value) else None, "bound": None,
-                   "gap": None}
-    names = [cluster.devices[a].name for a in cluster.accelerators]
-    payload["baselines"] = {k: (v if math.isfinite(v) else None) for k, v in base_obj.items()}
-    if device_of is not None:
-        payload["device_of"] = [[names[int(d)] for d in row] for row in device_of]
-        payload["rings"] = [[names[int(d)] for d in device_of[:, s]]
-                            for s in range(stages.n_stages)]
+    mapped = map_stage_graph(args.stages, args.cluster, **_options(args))
+    payload = mapped.payload
     if out.json_mode:
         out.json(dumps(payload))
     else:
-        out.print(f"{mapping} mapping, Eq. {'6' if payload['instantiation'] == 'p2p' else '7'} "
+        out.print(f"{payload['mapping']} mapping, Eq. {'6' if payload['instantiation'] == 'p2p' else '7'} "
                   f"({payload['instantiation']}): {payload['status']}, max stage time "
                   f"{fmt(payload['objective'])}"
                   + ("" if payload.get("bound") is None else
                      f", bound {fmt(payload['bound'])}, gap {payload['gap']:.2%}"))
         out.print("baselines (max stage time): " + ", ".join(
-            f"{k} {fmt(v)}" for k, v in base_obj.items()))
-        if device_of is not None:
+            f"{k} {fmt(v)}" for k, v in mapped.baselines.items()))
+        if mapped.found:
             table = Table(title="device of every stage replica (row = pipeline copy; "
                                 "a column is the stage's ring order)", title_justify="left")
             table.add_column("copy")
-            for s in range(stages.n_stages):
+            for s in range(len(payload["rings"])):
                 table.add_column(f"s{s}")
             for r, row in enumerate(payload["device_of"]):
                 table.add_row(str(r), *row)
             out.print(table)
-    return EXIT_OK if device_of is not None else EXIT_NO_PLAN
+    return EXIT_OK if mapped.found else EXIT_NO_PLAN

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dnnpart.cli.output import EXIT_INTERRUPTED
 from dnnpart.cli.progress import LineProgress, StatusProgress, make_progress
 from dnnpart.evaluate import Evaluation
 from dnnpart.limits import printable
@@ -125,3 +127,97 @@ class Renderer:
             parts.append(f"stopped: {result.stats['stopped']}")
         parts.append(f"{result.wall_time_s:.2f} s")
         return ", ".join(parts)
+
+
+# -- shared blocks of output ---------------------------------------------------------------
+def print_plan(problem: Problem, result: SolveResult, out: Renderer, *, unit: str = "",
+               labels: dict[str, str] | None = None) -> None:
+    """Diagnostics (see :mod:`dnnpart.evaluate.diagnose`) and the per-device or per-layer table.
+
+    ``unit``: the time unit for the title (``"ms"`` for imported models); ``labels``: readable
+    names of nodes (module paths) for the diagnostics.
+    """
+    from dnnpart.evaluate import evaluate
+    from dnnpart.evaluate.diagnose import (
+        binding_constraint,
+        bottleneck,
+        bound_is_one_operator,
+        host_offload,
+    )
+
+    if result.plan is None:
+        why = binding_constraint(problem)
+        if why:
+            out.note(f"why: {why}")
+        return
+    notes = [host_offload(problem, result.plan), bottleneck(problem, result.plan, labels=labels),
+             bound_is_one_operator(problem, result.bound, labels=labels)]
+    for note in notes:
+        if note:
+            out.note(note)
+    ev = evaluate(problem, result.plan)
+    title = f"{problem.objective.describe()}{f' ({unit})' if unit else ''}: {fmt(ev.objective)}"
+    if result.plan.layer_configs is not None:
+        out.print(layer_config_table(problem, result.plan, title=title))
+    else:
+        out.print(out.device_table(problem, result.plan, ev, title=title))
+
+
+def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:
+    """Per-layer parallel configuration of a layer-wise plan (paper 3's Table 5 layout)."""
+    from dnnpart.viz.report import layer_rows
+
+    table = Table(title=title, title_justify="left")
+    for col in ("layer", "op", "output (N, C, H, W)", "configuration", "devices"):
+        table.add_column(col, justify="left")
+    for name, *rest in layer_rows(problem, plan):
+        table.add_row(escape(name), *rest)
+    return table
+
+
+def comparison_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """The comparison of ``plan --compare`` as a rich table (the report shows the same rows)."""
+    table = Table(title="Methods compared", title_justify="left")
+    for col in ("method", "status", "objective", "bound", "gap", "vs best", "seconds", "note"):
+        table.add_column(col, justify="left" if col in ("method", "status", "note") else "right")
+    for r in rows:
+        table.add_row(r["method"], r["status"], fmt(r["objective"]), fmt(r["bound"]),
+                      "-" if r["gap"] is None else f"{r['gap']:.2%}", r["vs_best"],
+                      "-" if r["seconds"] is None else f"{r['seconds']:.2f}", safe(str(r["note"])))
+    return table
+
+
+def print_model_summary(s: dict[str, Any], out: Renderer) -> None:
+    """An imported model's summary (:func:`dnnpart.workflow.summary.model_summary`)."""
+    out.print(
+        f"[bold]{s['model']}[/] ({s['frontend']}): {s['operators']:,} operators, "
+        f"{s['nodes']:,} nodes, {s['edges']:,} edges, {s['gflops']:.3f} GFLOPs"
+        + (f", {s['backward_nodes']:,} backward nodes" if s["backward_nodes"] else "")
+    )
+    out.print(
+        f"total time: CPU {fmt(s['cpu_time_ms'])} ms ({s['cpu_time_source']}), accelerator "
+        f"{fmt(s['accelerator_time_ms'])} ms; memory {fmt_bytes(s['memory_bytes'])}"
+    )
+    out.print(f"pricing: {s['pricing']}")
+    if s["unknown_operator_types"]:
+        out.print(f"[yellow]priced by bytes only (no cost formula):[/] {s['unknown_operator_types']}")
+    else:
+        out.print("every operator has a cost formula")
+    if s["orphan_backward_nodes"]:
+        orphans = s["orphan_backward_nodes"]
+        out.print(f"{len(orphans)} backward node(s) with no identified forward op (orphans): "
+                  f"{', '.join(orphans[:5])}{' ...' if len(orphans) > 5 else ''}")
+
+
+def report_stop(out: Renderer, result: SolveResult, out_path: str | None) -> int | None:
+    """After an interrupted solve: one ``interrupted`` line (with the incumbent), exit 130;
+    ``None`` when the solve was not interrupted.
+
+    The incumbent, if any, was written to ``--out`` marked ``"stopped": "interrupted"``.
+    """
+    if result.stats.get("stopped") != "interrupted":
+        return None
+    best = f"; best plan {fmt(result.objective)}" if result.plan is not None else "; no plan yet"
+    written = f", written to {out_path}" if result.plan is not None and out_path else ""
+    out.err.print(f"interrupted{best}{written}", markup=False, highlight=False, soft_wrap=True)
+    return EXIT_INTERRUPTED

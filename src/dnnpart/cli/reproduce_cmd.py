@@ -4,12 +4,8 @@ Each paper brings its inputs and runner (:data:`PAPERS`): ``tarnawski2020`` (pap
 the dnn-partitioning workloads folder (``--workloads``); ``pardnn2021`` (paper 2) loads zoo
 captures and generated graphs (``--time-limit`` is linear clustering's budget per cell);
 ``optcnn2018`` (paper 3) builds its layer graphs and clusters itself (``--time-limit`` is its
-DFS budget).
-
-Wiring (in ``cli/main.py`` and ``cli/commands.py``)::
-
-    reproduce_cmd.add_parser(sub)                       # in build_parser()
-    from dnnpart.cli.reproduce_cmd import cmd_reproduce  # in commands.py (dispatch by name)
+DFS budget); ``parmesan`` (paper 4) builds its graphs and topologies. Every runner is a
+function of :mod:`dnnpart.reproduce`; this module only checks the flags each paper uses.
 """
 
 from __future__ import annotations
@@ -66,6 +62,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--wall-clock", action="store_true",
                    help="time limits in wall seconds, not deterministic time: the portfolio IP "
                         "then also runs HiGHS, but reruns may differ (default: --deterministic)")
+    p.set_defaults(handler=cmd_reproduce)
     return p
 
 

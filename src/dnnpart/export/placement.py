@@ -1,4 +1,10 @@
-"""Plain placement files (operator -> device) and the plan -> operator mapping."""
+"""Plain placement files (operator -> device) and the plan -> operator mapping.
+
+A plan places the nodes of the graph that was priced; running it places the operators of the
+graph module that runs. :func:`operator_devices` reads the first off a plan,
+:func:`align_forward` pairs the two graphs' operator names where they differ (training
+graphs), and :func:`complete_placement` places what the priced graph did not have.
+"""
 
 from __future__ import annotations
 
@@ -87,8 +93,7 @@ def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
     its own (``addmm_1`` there need not be ``addmm_1`` in the module) and a few nodes differ
     (casts and assertions dropped, dropout replaced). ``ops`` is ``(name, aten op)`` in model
     order; the two aten-op sequences are aligned (longest matching blocks, ``difflib``) and
-    matched nodes paired. Unmatched module nodes are left to
-    :func:`dnnpart.cli.model_cmds.complete_placement`.
+    matched nodes paired. Unmatched module nodes are left to :func:`complete_placement`.
 
     Examples
     --------
@@ -110,3 +115,42 @@ def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
         for i in range(block.size):
             pairs[ops[block.a + i][0]] = nodes[block.b + i].name
     return pairs
+
+
+def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
+    """Give every operator of ``gm`` missing from ``device_of`` its producer's device.
+
+    An operator without placed producers takes its first placed consumer's device (device 0
+    if it has none). The result has one entry per operator of ``gm``, in graph order.
+
+    A model planned on the meta device (``hf:``) is captured again with real weights to run;
+    the two captures can differ in a few layout-only nodes (``contiguous`` after a transpose
+    whose strides the meta kernels report differently): such a node runs where its producer
+    runs.
+
+    Examples
+    --------
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return (x.relu() + 1).sin()
+    >>> gm = torch.fx.symbolic_trace(Net())
+    >>> [n.name for n in gm.graph.nodes if n.op.startswith("call")]
+    ['relu', 'add', 'sin']
+    >>> complete_placement(gm, {"add": 1})
+    {'relu': 1, 'add': 1, 'sin': 1}
+    """
+    ops = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    placed = dict(device_of)
+    missing = []
+    for n in ops:
+        if n.name in placed:
+            continue
+        dev = next((placed[a.name] for a in n.all_input_nodes if a.name in placed), None)
+        if dev is None:
+            missing.append(n)
+        else:
+            placed[n.name] = dev
+    for n in reversed(missing):
+        placed[n.name] = next((placed[u.name] for u in n.users if u.name in placed), 0)
+    return {n.name: placed[n.name] for n in ops}

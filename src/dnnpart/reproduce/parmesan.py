@@ -112,11 +112,9 @@ SWIN_LARGE = "hf:swin:embed_dim=192,depths=[2,2,18,2],num_heads=[6,12,24,48]"
 
 def _swin_large(batch: int) -> Graph:
     """Swin-L's autograd training graph (hf frontend, meta weights, nothing downloaded)."""
-    from dnnpart.frontends.sources import ModelOptions, import_model_spec
+    from dnnpart.workflow import import_model
 
-    opts = ModelOptions(training=True, input_shapes=((batch, 3, 224, 224),))
-    imported, _ = import_model_spec(SWIN_LARGE, opts)
-    return imported.graph
+    return import_model(SWIN_LARGE, training=True, input_shapes=[(batch, 3, 224, 224)]).imported.graph
 
 
 def _table1_graphs(quick: bool, notify: Notify) -> list[tuple[str, str, Graph | None]]:

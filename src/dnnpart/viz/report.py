@@ -39,6 +39,7 @@ from dnnpart.evaluate import evaluate
 from dnnpart.frontends.build import ImportedModel
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
+from dnnpart.viz.stages import plan_stages
 
 
 @dataclass(slots=True, kw_only=True)
@@ -65,22 +66,6 @@ def _png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _module_range(rep: ReportInput, device: int) -> str:
-    if rep.imported is None:
-        return ""
-    g = rep.problem.graph
-    index = {n: i for i, n in enumerate(g.names)}
-    paths = [
-        op.module_path.replace("/", ".") or "(top level)"
-        for op in rep.imported.ir.ops
-        if op.name in index and int(rep.plan.assignment[index[op.name]]) == device
-        and not g.is_backward[index[op.name]]
-    ]
-    if not paths:
-        return ""
-    return paths[0] if paths[0] == paths[-1] else f"{paths[0]} … {paths[-1]}"
 
 
 def comparison_rows(results: Sequence[tuple[str, SolveResult | str]]) -> list[dict[str, Any]]:
@@ -288,21 +273,16 @@ def build_report(rep: ReportInput) -> str:
         parts.append("<h2>Layers</h2>" + _table(
             ("layer", "op", "output (N, C, H, W)", "configuration", "devices"), layer_rows(problem, plan)))
     else:
-        order = list(dict.fromkeys(int(d) for d in plan.assignment))
-        n_nodes = np.bincount(plan.assignment, minlength=len(names))
-        params = np.zeros(len(names))
-        if problem.graph.param_bytes is not None:
-            np.add.at(params, plan.assignment, problem.graph.param_bytes)
         head = ["stage", "device", "operators", "modules", "parameters", "forward ms", "backward ms",
                 "load ms"]
         mem_keys = sorted({k for m in memory.values() for k in m})
         head += mem_keys
         stage_rows = []
-        for st, d in enumerate(order):
-            row = [str(st), names[d], str(int(n_nodes[d])), _module_range(rep, d),
-                   _fmt_bytes(float(params[d])), f"{ev.forward_load[d]:.4g}", f"{ev.backward_load[d]:.4g}",
-                   f"{ev.load[d]:.4g}"]
-            row += [_fmt_bytes(float(memory.get(d, {}).get(k, 0.0))) for k in mem_keys]
+        for st in plan_stages(problem, plan, ev, rep.imported):
+            row = [str(st.index), st.device_name, str(st.nodes), st.modules,
+                   _fmt_bytes(st.parameter_bytes), f"{st.forward:.4g}", f"{st.backward:.4g}",
+                   f"{st.load:.4g}"]
+            row += [_fmt_bytes(float(memory.get(st.device, {}).get(k, 0.0))) for k in mem_keys]
             stage_rows.append(row)
         parts.append("<h2>Stages</h2>" + _table(head, stage_rows))
     parts += figures

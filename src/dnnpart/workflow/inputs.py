@@ -15,6 +15,7 @@ from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import FormatError
 from dnnpart.io.loader import load_file
 from dnnpart.problem import Objective, Problem
+from dnnpart.workflow.plan_clusters import stored_cluster
 
 if TYPE_CHECKING:
     from dnnpart.frontends.sources import ModelOptions
@@ -60,9 +61,10 @@ def _refuse_model_flags(model: ModelOptions | None, text: str) -> None:
 def load_problem(
     spec: str | Path,
     *,
-    cluster: Cluster | None = None,
+    cluster: Cluster | str | None = None,
     objective: Objective | None = None,
     model: ModelOptions | None = None,
+    plan: str | Path | None = None,
 ) -> Problem:
     """Load ``zoo:NAME`` (built-in example), a dnn-partitioning ``.json``, a native ``.npz``, or
     a model spec (``hf:``, ``builtin:``, ``module:``, ``torchvision:``, ``.onnx``) imported on
@@ -74,8 +76,12 @@ def load_problem(
     Other model specs under ``--objective iteration`` become layer graphs at module
     granularity (:mod:`dnnpart.frontends.module_layers`).
 
-    ``cluster`` replaces the cluster the source carries; a native graph file carries none, and a
-    model spec is priced for, and by default placed on, 4 A100s and a host CPU.
+    ``cluster`` (a :class:`~dnnpart.devices.cluster.Cluster` or a ``--cluster SPEC``: a
+    cluster file, ``NxPRESET``, ``GENERATOR:key=value,...``) replaces the cluster the source
+    carries; a native graph file carries none, and a model spec is priced for, and by default
+    placed on, 4 A100s. Without ``cluster``, a ``plan`` file that stores the cluster it was made
+    for (version 2 on) gives it (:func:`~dnnpart.workflow.plan_clusters.stored_cluster`: a plan
+    is scored on its own devices).
 
     Examples
     --------
@@ -83,7 +89,15 @@ def load_problem(
     Traceback (most recent call last):
     ...
     dnnpart.errors.FormatError: nowhere.json: no such file
+    >>> load_problem("zoo:bert-3", cluster="2xV100").cluster.name
+    '2xV100-32GB'
     """
+    if isinstance(cluster, str):
+        from dnnpart.cost import resolve_cluster
+
+        cluster = resolve_cluster(cluster).cluster
+    if cluster is None and plan is not None:
+        cluster = stored_cluster(plan, objective or Objective())
     text = str(spec)
     layers = _layer_graph_name(text, objective)
     if layers is not None:

@@ -1,0 +1,77 @@
+"""``dnnpart cluster show SPEC``: devices, links and the routed bandwidth matrix of a cluster."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.render import Renderer, fmt_bytes
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``cluster`` (with its action ``show``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "cluster", help="inspect clusters: `dnnpart cluster show SPEC`")
+    csub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    q = csub.add_parser("show", help="devices, links and the routed bandwidth matrix of a SPEC")
+    q.add_argument("spec", help="cluster file, NxPRESET[+Mcpu] or GENERATOR:key=value,... "
+                                "(generators: two-level, dgx1, mesh2d, torus2d, mesh3d, torus3d, "
+                                "random_blk_1, random_blk_2, uniform_dist)")
+    q.add_argument("--plot", metavar="OUT.png", help="heat map of the bandwidth matrix (matplotlib)")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress output on stderr")
+    p.set_defaults(handler=cmd_cluster)
+    return p
+
+
+def cmd_cluster(args: argparse.Namespace, out: Renderer) -> int:
+    import numpy as np
+    from rich.table import Table
+
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.workflow.summary import cluster_summary
+
+    c = resolve_cluster(args.spec).cluster
+    s = cluster_summary(c)
+    if args.plot:
+        from dnnpart.viz.cluster import plot_bandwidth
+
+        plot_bandwidth(c, args.plot)
+    if out.json_mode:
+        out.json(dumps(s))
+        return EXIT_OK
+    out.print(f"[bold]{c.name}[/]: {c.n_devices} devices, {len(c.links)} links"
+              + ("" if c.links else " (matrices given, not routed)"))
+    d = c.n_devices
+    if d <= 16:
+        how = "routed by widest path" if c.links and "routed" not in c.name and c.name != "dgx1" \
+            else "as given"
+        if c.name == "dgx1 (routed)":
+            how = "routed by widest path"
+        t = Table(title=f"bandwidth (GB/s, {how})", title_justify="left")
+        t.add_column("")
+        for dev in c.devices:
+            t.add_column(dev.name, justify="right")
+        for i, dev in enumerate(c.devices):
+            t.add_row(f"{dev.name} ({dev.kind}, {fmt_bytes(dev.memory_bytes)})",
+                      *("-" if i == j else f"{c.bandwidth[i, j] / 1e9:.4g}" for j in range(d)))
+        out.print(t)
+    else:
+        off = c.bandwidth[~np.eye(d, dtype=bool)]
+        vals, counts = np.unique(off, return_counts=True)
+        out.print("bandwidth values (GB/s: pairs): "
+                  + ", ".join(f"{v / 1e9:.4g}: {n // 2}"
+                              for v, n in zip(vals[:12], counts[:12], strict=False)))
+    if c.links and len(c.links) <= 64:
+        lt = Table(title="links", title_justify="left")
+        for col in ("a", "b", "GB/s", "latency s", "kind"):
+            lt.add_column(col)
+        for x in c.links:
+            lt.add_row(c.devices[x.a].name, c.devices[x.b].name, f"{x.bandwidth / 1e9:.4g}",
+                       f"{x.latency:.3g}", x.kind)
+        out.print(lt)
+    if args.plot:
+        out.note(f"heat map written to {args.plot}")
+    return EXIT_OK

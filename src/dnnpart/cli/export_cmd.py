@@ -1,0 +1,58 @@
+"""``dnnpart export PLAN --format F -o OUT``: a plan as files other tools run or read."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dnnpart.cli.args import add_trust_args
+from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.render import Renderer
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``export``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "export", help="turn a plan (from `dnnpart plan`) into runnable artifacts")
+    p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
+    p.add_argument(
+        "--format",
+        choices=("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text"),
+        default="placement",
+        help="torch: per-device stage modules; placement: operator -> device; "
+        "pipelining: split points for torch.distributed.pipelining; deepspeed: PipelineModule parts; "
+        "megatron: --pipeline-model-parallel-layout (layer-granular plans); placement-text: "
+        "`name device` lines for every node (PARDNN's output)",
+    )
+    p.add_argument("--graph", metavar="GRAPH",
+                   help="placement-text: the plan's graph (file or zoo:NAME), for plans not "
+                        "written by `dnnpart plan`")
+    p.add_argument("--cluster", metavar="SPEC",
+                   help="placement-text with --graph: cluster (default: the plan file's)")
+    p.add_argument(
+        "--out",
+        "-o",
+        metavar="PATH",
+        required=True,
+        help="output file (placement, pipelining) or directory (torch)",
+    )
+    add_trust_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_export)
+    return p
+
+
+def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.workflow import export_plan
+
+    written = export_plan(args.plan, args.format, args.out, model=args.model,
+                          trust=args.trust_plan, graph=args.graph, cluster=args.cluster)
+    if out.json_mode:
+        out.json(dumps(written.to_dict()))
+    elif written.format == "placement-text":
+        out.print(f"exported placement-text to {written.out} ({written.details['nodes']} nodes)")
+    else:
+        stages = written.details.get("stages")
+        out.print(f"exported {written.format} to {written.out}"
+                  + (f" ({stages} stages)" if stages is not None else ""))
+    return EXIT_OK

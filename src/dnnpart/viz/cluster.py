@@ -1,0 +1,39 @@
+"""A cluster's routed bandwidth as a heat map (``dnnpart cluster show SPEC --plot OUT.png``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dnnpart.devices.cluster import Cluster
+
+
+def plot_bandwidth(cluster: Cluster, path: str | Path) -> None:
+    """Draw the device-to-device bandwidth (GB/s, diagonal blank) into the image ``path``.
+
+    Raises
+    ------
+    MissingDependencyError
+        matplotlib is not installed (extra ``viz``).
+    """
+    from dnnpart.errors import MissingDependencyError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("--plot needs matplotlib (pip install 'dnnpart[viz]')") from None
+    bw = cluster.bandwidth.copy()
+    np.fill_diagonal(bw, np.nan)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    im = ax.imshow(bw / 1e9, cmap="viridis")
+    fig.colorbar(im, ax=ax, label="routed bandwidth (GB/s)")
+    ax.set_title(f"{cluster.name}: widest-path bandwidth")
+    ax.set_xlabel("device")
+    ax.set_ylabel("device")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

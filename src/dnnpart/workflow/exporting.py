@@ -1,0 +1,195 @@
+"""Turn a plan into files other tools run or read (``dnnpart export``).
+
+Formats (:data:`EXPORT_FORMATS`):
+
+* ``placement``: operator -> device, one entry per forward operator in model order
+  (:func:`dnnpart.export.placement_dict`);
+* ``placement-text``: ``name device`` lines for every node of the graph (PARDNN's output form;
+  any plan file: of a model, of a graph problem, or an expert split with ``graph=``);
+* ``torch``: a folder with one saved ``torch.fx`` module per stage and ``stages.json``
+  (:mod:`dnnpart.export.stage_files`);
+* ``pipelining``: split points for ``torch.distributed.pipelining``;
+* ``deepspeed``: ``PipelineModule`` ``parts``; ``megatron``: ``--pipeline-model-parallel-layout``
+  (layer-granular plans; :mod:`dnnpart.export.layers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dnnpart.errors import FormatError
+from dnnpart.plan import Plan
+from dnnpart.problem import Problem
+from dnnpart.workflow.loading import load_plan, load_planned_model, model_block_of, with_runnable
+from dnnpart.workflow.planned import PlannedModel
+
+if TYPE_CHECKING:
+    from dnnpart.frontends.ir import ModelIR
+
+EXPORT_FORMATS = ("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportResult:
+    """What was written.
+
+    Attributes
+    ----------
+    format : the format; ``out``: the file or folder written.
+    details : what the format adds: ``stages`` (torch), ``split_spec`` (pipelining), ``parts``
+        (deepspeed), ``layout`` (megatron), ``nodes`` (placement-text).
+    """
+
+    format: str
+    out: Path
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``dnnpart export --json``)."""
+        return {"format": self.format, "out": str(self.out), **self.details}
+
+
+def export_plan(
+    plan: PlannedModel | str | Path,
+    format: str,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    trust: bool = False,
+    graph: str | None = None,
+    cluster: str | None = None,
+) -> ExportResult:
+    """Write ``plan`` in ``format`` (see the module docstring) to ``out``.
+
+    Parameters
+    ----------
+    plan : a :class:`PlannedModel` or a plan file (``dnnpart plan -o``; for ``placement-text``
+        any plan file).
+    format : one of :data:`EXPORT_FORMATS`.
+    out : the output file (a folder for ``torch``).
+    model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
+    graph, cluster : ``placement-text`` only: the plan's graph (a file or ``zoo:NAME``) for a
+        plan file that does not name it, and its cluster (default: the plan file's).
+
+    Examples
+    --------
+    >>> import json, os, tempfile
+    >>> from dnnpart.workflow import plan_model
+    >>> planned = plan_model("builtin:resnet50", cluster="2xA100", input_shapes=[(1, 3, 32, 32)])
+    >>> out = os.path.join(tempfile.mkdtemp(), "placement.json")
+    >>> export_plan(planned, "placement", out).format
+    'placement'
+    >>> len(json.load(open(out))["nodes"])
+    175
+    """
+    if format not in EXPORT_FORMATS:
+        raise FormatError(f"--format {format!r}: expected one of {', '.join(EXPORT_FORMATS)}")
+    if format == "placement-text":
+        return _placement_text(plan, Path(out), model=model, trust=trust, graph=graph,
+                               cluster=cluster)
+    if graph or cluster:
+        raise FormatError("--graph/--cluster: only for --format placement-text")
+    planned = with_runnable(plan) if isinstance(plan, PlannedModel) else \
+        load_planned_model(plan, model=model, trust=trust)
+    return _write(planned, format, Path(out), str(plan) if not isinstance(plan, PlannedModel)
+                  else planned.spec or planned.problem.name)
+
+
+def _write(planned: PlannedModel, format: str, target: Path, where: str) -> ExportResult:
+    from dnnpart.export import pipelining_dict, placement_dict
+    from dnnpart.io.dnn_partitioning import write_json_atomic
+
+    run = planned.runnable
+    assert run is not None and planned.imported is not None  # a model plan, loaded to run
+    imported, plan = planned.imported, planned.require_plan()
+    names = [d.name for d in planned.problem.cluster.devices]
+    details: dict[str, Any] = {}
+    if format == "placement":
+        write_json_atomic(placement_dict(planned.problem, imported, plan), target)
+    elif format in ("deepspeed", "megatron"):
+        from dnnpart.export.layers import deepspeed_dict, megatron_dict
+
+        layer_export = deepspeed_dict if format == "deepspeed" else megatron_dict
+        data = layer_export(imported.ir, planned_operator_devices(imported.ir, run.device_of), names)
+        write_json_atomic(data, target)
+        details["parts" if format == "deepspeed" else "layout"] = data.get(
+            "parts", data.get("pipeline_model_parallel_layout"))
+    elif format == "pipelining":
+        data = pipelining_dict(imported.ir, planned_operator_devices(imported.ir, run.device_of),
+                               names)
+        write_json_atomic(data, target)
+        details["split_spec"] = list(data["split_spec"])
+    else:
+        if run.module is None:
+            raise FormatError(f"{where}: --format torch needs a torch model, not {run.source.spec}")
+        from dnnpart.export.stage_files import write_stage_files
+        from dnnpart.export.stages import split_module
+
+        program = split_module(run.module, run.device_of)
+        details["stages"] = len(write_stage_files(program, names, target, model=run.source.spec))
+    return ExportResult(format=format, out=target, details=details)
+
+
+def planned_operator_devices(ir: ModelIR, device_of: Mapping[str, int]) -> dict[str, int]:
+    """The device of every operator of the planned model (``ir``, model order), from the
+    device of every operator of the module that runs (``device_of``).
+
+    The layer-list exports (pipelining, DeepSpeed, Megatron) describe the planned operators.
+    The module run can lack a few of them: an ``hf:`` model is planned on the meta device and
+    run from a second capture with weights, which may drop layout-only nodes
+    (``contiguous``). Such an operator goes with the operator before it in model order (the
+    first ones with the first placed operator), as its producer does in the run.
+
+    Examples
+    --------
+    >>> from dnnpart.cost.ops import OpSpec
+    >>> from dnnpart.frontends.ir import ModelIR, OpRecord
+    >>> ops = [OpRecord(name=n, source_type="x", spec=OpSpec(op_type="x"), module_path=n)
+    ...        for n in ("a", "contiguous", "b", "c")]
+    >>> planned_operator_devices(ModelIR(name="m", source="fx", ops=ops), {"a": 0, "b": 1, "c": 1})
+    {'a': 0, 'contiguous': 0, 'b': 1, 'c': 1}
+    """
+    first = next((device_of[op.name] for op in ir.ops if op.name in device_of), 0)
+    out: dict[str, int] = {}
+    for op in ir.ops:
+        first = out[op.name] = device_of.get(op.name, first)
+    return out
+
+
+def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str | None,
+                    trust: bool, graph: str | None, cluster: str | None) -> ExportResult:
+    """``name device`` lines: of the problem planned, of ``graph``, or of the plan file's own."""
+    if isinstance(plan, PlannedModel):
+        if graph or cluster:
+            raise FormatError("--graph/--cluster: only for a plan file")
+        problem, placed = plan.problem, plan.require_plan()
+    elif graph:
+        from dnnpart.io.plan_files import read_plan
+        from dnnpart.workflow.inputs import load_problem
+
+        problem = load_problem(graph, cluster=cluster, plan=None if cluster else plan)
+        placed = read_plan(plan, problem)
+    else:
+        if cluster:
+            raise FormatError("--cluster: needs --graph")
+        from dnnpart.io import fields as f
+
+        data = f.require_mapping(f.read_json(plan), str(plan))
+        if model_block_of(data, plan) is None and "graph" not in data:
+            raise FormatError(f"{plan}: model: missing; give the plan's graph with --graph GRAPH")
+        loaded = load_plan(plan, model=model, trust=trust)
+        problem, placed = loaded.problem, loaded.require_plan()
+    return _write_lines(problem, placed, target)
+
+
+def _write_lines(problem: Problem, plan: Plan, target: Path) -> ExportResult:
+    from dnnpart.export.placement import placement_lines
+
+    lines = placement_lines(problem, plan)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.replace(target)
+    return ExportResult(format="placement-text", out=target, details={"nodes": len(lines)})

@@ -1,0 +1,300 @@
+"""Read a plan file back into a :class:`~dnnpart.workflow.PlannedModel`.
+
+A plan of a model (``dnnpart plan -o``) names the model it was made for (its ``model``
+block); loading it captures that model again, exactly as it was planned, and parses the plan
+against it. :func:`load_plan` also reads plans of graph problems (``dnnpart solve -o``),
+whose graph the file names.
+
+A plan file is data: a model spec that would import and run code (``module:...``) is refused
+unless the caller names the model (``model=``) or trusts the file (``trust=True``); see
+:func:`plan_model_spec`. Files the plan names are found by absolute path (or beside the plan)
+and refused when their hash changed (:mod:`dnnpart.io.file_refs`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dnnpart.errors import FormatError
+from dnnpart.problem import Objective, Problem
+from dnnpart.workflow.importing import DEFAULT_CLUSTER, priced_cluster
+from dnnpart.workflow.planned import FILE_FIELDS, PlannedModel, RunnableModel
+
+#: Model specs a plan file may name and have followed: built-in, torchvision and hf: models
+#: (no remote code) and ONNX files are data. Anything else (``module:`` imports and calls the
+#: user's code; kinds added later are refused until listed here) needs ``model=``
+#: (``--model SPEC``) or ``trust=True`` (``--trust-plan``).
+SAFE_SPECS = ("builtin:", "torchvision:", "hf:")  # hf: never sets trust_remote_code
+
+
+def plan_model_spec(block: Mapping[str, Any], path: str | Path, *, model: str | None,
+                    trust: bool) -> str:
+    """The model spec to resolve for a plan: ``model`` if given, else the plan's own.
+
+    A plan file is data: its spec is refused when it would import and run code, unless
+    ``trust`` (``--trust-plan``).
+
+    Examples
+    --------
+    >>> plan_model_spec({"spec": "module:os:getcwd"}, "p.json", model=None, trust=False)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: p.json: model.spec: 'module:os:getcwd' would import and run code; ...
+    >>> plan_model_spec({"spec": "builtin:bert"}, "p.json", model=None, trust=False)
+    'builtin:bert'
+    """
+    if model is not None:
+        return model
+    spec = block.get("spec")
+    if not isinstance(spec, str):
+        raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
+    text = spec.strip()
+    safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
+                                            and ":" not in text.split("/")[-1])
+    if not safe and not trust:
+        raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
+                          "model yourself (--model SPEC) or pass --trust-plan")
+    return spec
+
+
+def checked_block(block: Mapping[str, Any], path: str | Path, *,
+                  model: str | None = None) -> dict[str, Any]:
+    """A plan's model block with its files found and verified (see :mod:`dnnpart.io.file_refs`).
+
+    ``model`` (``--model``) replaces the plan's model spec, whose file is then not checked.
+
+    Examples
+    --------
+    >>> checked_block({"spec": "builtin:bert"}, "p.json")
+    {'spec': 'builtin:bert'}
+    """
+    files = block.get("files")
+    if files is None:
+        return dict(block)
+    if not isinstance(files, dict):
+        raise FormatError(f"{path}: model.files: expected an object")
+    from dnnpart.io.file_refs import resolve_ref
+
+    out = dict(block)
+    for key in FILE_FIELDS:
+        if key in files and not (key == "spec" and model is not None):
+            out[key] = str(resolve_ref(files[key], f"model.{key}", path))
+    return out
+
+
+def plan_objective(block: Mapping[str, Any], path: str | Path) -> Objective:
+    """The objective a plan was made for (plans written before it was stored: throughput).
+
+    Examples
+    --------
+    >>> plan_objective({"objective": "pipeline", "schedule": "1f1b"}, "p.json").schedule
+    '1f1b'
+    """
+    try:
+        return Objective(kind=str(block.get("objective") or "throughput"),
+                         training=str(block.get("training_form") or "pipedream"),
+                         schedule=str(block.get("schedule") or "gpipe"),
+                         microbatches=block.get("microbatches") or 4)
+    except ValueError as exc:
+        raise FormatError(f"{path}: model: {exc}") from None
+
+
+def model_block_of(data: Any, path: str | Path) -> dict[str, Any] | None:
+    """The ``model`` block of a plan file's JSON, ``None`` for plans without one."""
+    from dnnpart.io import fields as f
+
+    block = f.require_mapping(data, str(path)).get("model")
+    return block if isinstance(block, dict) and "spec" in block else None
+
+
+def load_planned_model(path: str | Path, *, model: str | None = None, trust: bool = False,
+                       runnable: bool = True) -> PlannedModel:
+    """Read a plan of a model (``dnnpart plan -o``) and capture the model it was made for.
+
+    Parameters
+    ----------
+    path : the plan file.
+    model : the model to use instead of the plan's own spec (which is then not followed).
+    trust : follow the plan's spec even where it imports code (``module:...``).
+    runnable : also build what running needs (``PlannedModel.runnable``): the graph module
+        and the device of each of its operators. A model planned on the meta device
+        (``hf:``) is then captured a second time, with seeded weights.
+
+    Raises
+    ------
+    FormatError
+        The file has no model block, names a changed file, or a spec that imports code
+        without ``model``/``trust``; the plan does not fit the model.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> from dnnpart.workflow import plan_model
+    >>> _ = plan_model("builtin:resnet50", cluster="2xA100", input_shapes=[(1, 3, 32, 32)]).write(path)
+    >>> loaded = load_planned_model(path)
+    >>> loaded.runnable.source.spec, len(loaded.runnable.device_of) > 100
+    ('builtin:resnet50', True)
+    """
+    from dnnpart.io import fields as f
+
+    data = f.read_json(path)
+    return planned_model_from_dict(data, path, model=model, trust=trust, runnable=runnable)
+
+
+def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = None,
+                            trust: bool = False, runnable: bool = True) -> PlannedModel:
+    """:func:`load_planned_model` of a plan file's JSON (``path``: where it came from, for
+    messages and for files copied beside it)."""
+    from dnnpart.evaluate import evaluate
+    from dnnpart.export import operator_devices
+    from dnnpart.frontends.build import by_module, price_model
+    from dnnpart.frontends.sources import capture, import_source, resolve_model
+    from dnnpart.io.plan_files import parse_plan
+
+    raw = model_block_of(data, path)
+    if raw is None:
+        raise FormatError(f"{path}: model: missing; export and run need a plan written by `dnnpart plan -o`")
+    block = checked_block(raw, path, model=model)
+    spec = plan_model_spec(block, path, model=model, trust=trust)
+    priced = priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), specs=block.get("specs"),
+                            precision=str(block.get("precision", "fp32")))
+    options: dict[str, Any] = {
+        "input_shapes": block.get("input_shapes") or None,
+        "input_dtype": block.get("input_dtype"),
+        "frontend": str(block.get("frontend", "fx")),  # plans written before export was default
+        "config_file": block.get("config"),
+    }
+    training = bool(block.get("training"))
+    planned = resolve_model(spec, **options)
+    gm = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # already reported at import time
+        if planned.is_torch and training and planned.frontend == "export":
+            if runnable:
+                gm, _ = capture(planned)
+            imported = import_source(
+                planned, cost_model=priced.cost_model, training=True, optimizer=block.get("optimizer")
+            )
+        elif planned.is_torch:
+            gm, ir = capture(planned)
+            imported = price_model(ir, priced.cost_model, training=training)
+        else:
+            imported = import_source(planned, cost_model=priced.cost_model, training=training)
+        if block.get("granularity") == "module":
+            imported = by_module(imported)
+    problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
+                      objective=plan_objective(block, path))
+    plan = parse_plan(data, problem, str(path))
+    run = _runnable(planned, spec, options, gm, imported, operator_devices(imported, plan),
+                    training=training) if runnable else None
+    return PlannedModel(
+        problem=problem, plan=plan, evaluation=evaluate(problem, plan), imported=imported,
+        spec=raw.get("spec"), model_block=block, schedule=block.get("schedule"),
+        microbatches=block.get("microbatches"), comparison=tuple(comparison_from_file(data)),
+        runnable=run, file_data=data)
+
+
+def _runnable(planned: Any, spec: str, options: dict[str, Any], gm: Any, imported: Any,
+              device_of: dict[str, int], *, training: bool) -> RunnableModel:
+    """What running needs: real weights, the graph module and each of its operators' device.
+
+    A model planned on the meta device (``hf:``) is captured again with its seeded weights.
+    The two captures can differ in a few layout-only nodes; such a node runs where its
+    producer runs (:func:`~dnnpart.export.placement.complete_placement`).
+    """
+    from dnnpart.export.placement import align_forward, complete_placement
+    from dnnpart.frontends.sources import capture, resolve_model
+
+    source = planned
+    if planned.is_torch and spec.startswith("hf:"):
+        # running needs weights: one seeded init, the same in every process
+        source = resolve_model(spec, materialize=True, **options)
+        gm, _ = capture(source)
+    if gm is not None and training and planned.frontend == "export":
+        fwd = [(op.name, op.source_type) for op in imported.ir.ops if op.name in device_of]
+        renamed = align_forward(gm, fwd)
+        device_of = {renamed[k]: d for k, d in device_of.items() if k in renamed}
+    if gm is not None:
+        device_of = complete_placement(gm, device_of)
+    return RunnableModel(source=source, module=gm, device_of=device_of)
+
+
+def load_plan(path: str | Path, *, model: str | None = None, trust: bool = False) -> PlannedModel:
+    """Read a plan file of either kind, without building what running needs: a plan of a model
+    (:func:`load_planned_model`) or of a graph problem (``dnnpart solve -o``: the graph it
+    names, found by path and hash, and the cluster it stores).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dnnpart.solvers import solve
+    >>> from dnnpart.workflow import load_problem, write_solved_plan
+    >>> problem = load_problem("zoo:bert-3")
+    >>> path = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> write_solved_plan(problem, solve(problem, "dp"), path, "zoo:bert-3")
+    >>> loaded = load_plan(path)
+    >>> loaded.record["method"], loaded.imported is None, len(loaded.stages) > 1
+    ('dp', True, True)
+    """
+    from dnnpart.evaluate import evaluate
+    from dnnpart.io import fields as f
+    from dnnpart.workflow.solved import solved_problem
+
+    data = f.require_mapping(f.read_json(path), str(path))
+    if model_block_of(data, path) is None and "graph" in data:
+        problem, plan = solved_problem(str(path), data)
+        return PlannedModel(problem=problem, plan=plan, evaluation=evaluate(problem, plan),
+                            comparison=tuple(comparison_from_file(data)), file_data=data)
+    return planned_model_from_dict(data, path, model=model, trust=trust, runnable=False)
+
+
+def with_runnable(planned: PlannedModel) -> PlannedModel:
+    """``planned`` with what running needs (``runnable``), capturing its model again if it
+    has none yet (a plan fresh from :func:`~dnnpart.workflow.plan_model`).
+
+    The model is the one ``planned`` names; it was the caller's own choice, so a ``module:``
+    spec is followed.
+    """
+    import dataclasses
+
+    if planned.runnable is not None:
+        return planned
+    if planned.model_block is None:
+        raise FormatError(f"{planned.problem.name}: not a plan of a model; running and exporting "
+                          "need one (plan_model, or a plan written by `dnnpart plan -o`)")
+    loaded = planned_model_from_dict(planned.to_dict(), "<plan>", trust=True)
+    return dataclasses.replace(planned, runnable=loaded.runnable)
+
+
+def comparison_from_file(data: Any) -> list[dict[str, Any]]:
+    """The ``comparison`` rows a plan file keeps (``plan --compare``), typed; bad rows dropped.
+
+    A plan file is data: numbers that are not numbers become ``None`` and text stays text.
+
+    Examples
+    --------
+    >>> comparison_from_file({"comparison": [{"method": "dp", "objective": 2.0, "gap": "x"}, 3]})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [{'method': 'dp', 'status': '', 'objective': 2.0, 'bound': None, 'gap': None, 'vs_best': '',
+      'seconds': None, 'note': ''}]
+    """
+    raw = data.get("comparison") if isinstance(data, dict) else None
+    rows: list[dict[str, Any]] = []
+    for row in raw if isinstance(raw, list) else []:
+        if not isinstance(row, dict):
+            continue
+        typed: dict[str, Any] = {}
+        for key in ("method", "status", "objective", "bound", "gap", "vs_best", "seconds", "note"):
+            value = row.get(key)
+            if key in ("objective", "bound", "gap", "seconds"):
+                number = isinstance(value, (int, float)) and not isinstance(value, bool)
+                typed[key] = float(value) if number and value is not None else None
+            else:
+                typed[key] = str(value) if value is not None else ""
+        rows.append(typed)
+    return rows

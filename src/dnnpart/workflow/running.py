@@ -1,0 +1,302 @@
+"""Run a plan of a torch model across local processes and check it (``dnnpart run``).
+
+Inference plans run their stages in one gloo process per device, micro-batch by
+micro-batch, and are compared with the unpartitioned model (:class:`RunResult`). Training plans
+run one pipelined step, forward and backward, under a ``torch.distributed.pipelining``
+schedule, and their losses and gradients are compared with the unpartitioned step
+(:class:`TrainingRunResult`; see :mod:`dnnpart.export.training_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dnnpart.errors import FormatError
+from dnnpart.workflow.loading import load_planned_model, with_runnable
+from dnnpart.workflow.planned import PlannedModel
+
+if TYPE_CHECKING:
+    from dnnpart.export.training_run import TrainingRun
+
+#: Micro-batches of an inference run when none is asked for.
+DEFAULT_MICROBATCHES = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """An inference run: the distributed outputs against the unpartitioned model's.
+
+    Attributes
+    ----------
+    model : the model spec; ``processes``: gloo processes; ``devices_used``: devices with
+        stages; ``stages``: stages run; ``microbatches``: micro-batches run.
+    max_abs_diff : max |distributed - unpartitioned| over every output.
+    max_abs_reference : max |unpartitioned| (the scale of the difference).
+    """
+
+    model: str
+    processes: int
+    devices_used: tuple[str, ...]
+    stages: int
+    microbatches: int
+    max_abs_diff: float
+    max_abs_reference: float
+
+    @property
+    def relative_diff(self) -> float:
+        """``max_abs_diff / max_abs_reference`` (the difference itself for an all-zero output)."""
+        scale = self.max_abs_reference
+        return self.max_abs_diff / scale if scale > 0 else self.max_abs_diff
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``dnnpart run --json``)."""
+        return {"model": self.model, "processes": self.processes,
+                "devices_used": list(self.devices_used), "stages": self.stages,
+                "microbatches": self.microbatches, "max_abs_diff": self.max_abs_diff,
+                "max_abs_reference": self.max_abs_reference, "relative_diff": self.relative_diff}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingRunResult:
+    """One pipelined training step, checked against the unpartitioned step.
+
+    Attributes
+    ----------
+    model : the model spec.
+    devices : the device of each stage, in stage order.
+    operators_moved : operators the two captures name differently, run with their producers.
+    per_stage : per stage: device, operators, predicted (the plan's device loads) and measured
+        (this CPU, first micro-batch) forward and backward ms.
+    run : the step and its check (:class:`~dnnpart.export.training_run.TrainingRun`).
+    """
+
+    model: str
+    devices: tuple[str, ...]
+    operators_moved: int
+    per_stage: tuple[dict[str, Any], ...]
+    run: TrainingRun
+
+    @property
+    def passed(self) -> bool:
+        """Whether losses and gradients agree within the tolerance."""
+        return self.run.passed
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``dnnpart run --json``)."""
+        from dnnpart.export.training_run import RTOL
+
+        r = self.run
+        return {
+            "model": self.model,
+            "schedule": r.schedule,
+            "microbatches": r.microbatches,
+            "stages": r.stages,
+            "devices": list(self.devices),
+            "operators_moved": self.operators_moved,
+            "losses": r.losses,
+            "loss_max_abs_diff": r.loss_max_abs_diff,
+            "parameters_checked": r.n_parameters_checked,
+            "grad_max_abs_diff": r.grad_max_abs_diff,
+            "grad_relative_diff": r.grad_relative_diff,
+            "tolerance": RTOL,
+            "passed": r.passed,
+            "step_ms": r.step_ms,
+            "per_stage": [dict(row) for row in self.per_stage],
+        }
+
+
+def op_level_method(data: Any) -> str | None:
+    """The plan's method if it places single operators for the makespan objective (paper 2).
+
+    Examples
+    --------
+    >>> op_level_method({"method": "pardnn"}), op_level_method({"method": "dp"})
+    ('pardnn', None)
+    """
+    method = data.get("method") if isinstance(data, Mapping) else None
+    if not isinstance(method, str):
+        return None
+    from dnnpart.solvers.registry import available_methods
+
+    for info in available_methods():
+        if info.name == method and "makespan" in info.objectives:
+            return method
+    return None
+
+
+def run_plan(
+    plan: PlannedModel | str | Path,
+    *,
+    model: str | None = None,
+    trust: bool = False,
+    nproc: int | None = None,
+    microbatches: int | None = None,
+    schedule: str | None = None,
+) -> RunResult | TrainingRunResult:
+    """Run a plan of a torch model in local gloo processes and check it against the model.
+
+    Parameters
+    ----------
+    plan : a :class:`PlannedModel` or a plan file written by ``dnnpart plan -o``.
+    model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
+    nproc : processes (default: one per device the plan uses; inference plans).
+    microbatches : micro-batches (inference: default 4; training: the plan's, else 4).
+    schedule : training plans: ``gpipe`` or ``1f1b`` (default: the plan's, else ``1f1b``).
+
+    Returns
+    -------
+    RunResult or TrainingRunResult
+        For an inference plan, or for a training plan (``training=True`` when planned).
+
+    Raises
+    ------
+    FormatError
+        An op-level plan (paper 2's makespan methods), a model that is not a torch model, or
+        bad ``nproc``/``microbatches``.
+
+    Examples
+    --------
+    >>> from dnnpart.workflow import plan_model
+    >>> planned = plan_model("module:dnnpart.frontends.models:shared_relu_resnet",
+    ...                      cluster="2xA100", input_shapes=[(1, 3, 16, 16)])
+    >>> ran = run_plan(planned)
+    >>> ran.stages >= 1 and ran.relative_diff < 1e-5
+    True
+    """
+    where, method, block = _what_it_is(plan)
+    if method is not None:  # refused before the model is captured
+        raise FormatError(
+            f"{where}: method {method} made an op-level placement for the makespan objective "
+            "(paper 2); `dnnpart run` executes pipeline-stage plans of a torch model only -- "
+            "score it with `dnnpart evaluate --objective makespan` or `dnnpart simulate`"
+        )
+    loaded = with_runnable(plan) if isinstance(plan, PlannedModel) else \
+        load_planned_model(plan, model=model, trust=trust)
+    if block.get("training"):
+        return _run_training(loaded, where, block, microbatches=microbatches, schedule=schedule)
+    return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches)
+
+
+def _what_it_is(plan: PlannedModel | str | Path) -> tuple[str, str | None, Mapping[str, Any]]:
+    """``(name for messages, op-level method or None, model block)`` of a plan, read cheaply."""
+    if isinstance(plan, PlannedModel):
+        data: Any = plan.file_data if plan.file_data is not None else plan.record
+        return plan.spec or plan.problem.name, op_level_method(data), plan.model_block or {}
+    from dnnpart.io import fields as f
+
+    data = f.read_json(plan)
+    method = op_level_method(data)
+    raw = f.require_mapping(data, str(plan)).get("model") if method is None else None
+    return str(plan), method, raw if isinstance(raw, dict) else {}
+
+
+def _torch_model(planned: PlannedModel, where: str) -> tuple[Any, Any, dict[str, int]]:
+    run = planned.runnable
+    assert run is not None  # loaded with runnable=True
+    if run.module is None:
+        raise FormatError(f"{where}: `dnnpart run` needs a torch model, not {run.source.spec}")
+    return run.source, run.module, run.device_of
+
+
+def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
+                   microbatches: int | None) -> RunResult:
+    micro = DEFAULT_MICROBATCHES if microbatches is None else microbatches
+    source, gm, device_of = _torch_model(planned, where)
+    if micro < 1:
+        raise FormatError(f"--microbatches {micro}: expected >= 1")
+    import torch
+
+    from dnnpart.export.runtime import run_distributed
+    from dnnpart.export.stages import split_module
+    from dnnpart.frontends.sources import example_inputs
+
+    program = split_module(gm, device_of)
+    if nproc is not None and nproc < len(program.devices):
+        raise FormatError(f"--nproc {nproc}: the plan uses {len(program.devices)} devices")
+    batches = [
+        example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
+        for i in range(micro)
+    ]
+    outputs = run_distributed(program, batches, nproc=nproc)
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        references = [source.module(*mb) for mb in batches]
+    diffs = [_max_abs_diff(o, r) for o, r in zip(outputs, references, strict=True)]
+    return RunResult(
+        model=source.spec, processes=nproc or len(program.devices),
+        devices_used=tuple(planned.problem.cluster.devices[d].name for d in program.devices),
+        stages=len(program.stages), microbatches=len(batches), max_abs_diff=max(diffs),
+        max_abs_reference=max(_max_abs(r) for r in references))
+
+
+def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *,
+                  microbatches: int | None, schedule: str | None) -> TrainingRunResult:
+    from dnnpart.export.stages import split_module
+    from dnnpart.export.training_run import (
+        check_linear,
+        device_order,
+        linearize,
+        run_training_step,
+    )
+    from dnnpart.frontends.sources import example_inputs
+
+    source, gm, device_of = _torch_model(planned, where)
+    plan, problem = planned.require_plan(), planned.problem
+    if plan.replica_of is not None and len(set(plan.replica_of.tolist())) < len(plan.replica_of):
+        check_linear(split_module(gm, device_of), replicated=True)
+    chosen = schedule or str(block.get("schedule") or "1f1b")
+    n_micro = microbatches or int(block.get("microbatches") or DEFAULT_MICROBATCHES)
+    if n_micro < 1:
+        raise FormatError(f"--microbatches {n_micro}: expected >= 1")
+    order = device_order(problem.graph, plan.assignment)
+    device_of, moved = linearize(gm, device_of, order)
+    program = split_module(gm, device_of)
+    batches = [
+        example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
+        for i in range(n_micro)
+    ]
+    result = run_training_step(program, gm, batches, schedule=chosen)
+    ev = planned.evaluation
+    assert ev is not None  # a loaded plan is scored
+    names = [problem.cluster.devices[s.device].name for s in program.stages]
+    rows = tuple(
+        {
+            "stage": s.index,
+            "device": problem.cluster.devices[s.device].name,
+            "operators": len(s.nodes),
+            "predicted_forward_ms": float(ev.forward_load[s.device]),
+            "predicted_backward_ms": float(ev.backward_load[s.device]),
+            "measured_forward_ms": m["forward"],
+            "measured_backward_ms": m["backward"],
+        }
+        for s, m in zip(program.stages, result.measured_ms, strict=True)
+    )
+    return TrainingRunResult(model=source.spec, devices=tuple(names), operators_moved=moved,
+                             per_stage=rows, run=result)
+
+
+def _max_abs(a: Any) -> float:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return float(a.double().abs().max()) if a.numel() and a.is_floating_point() else 0.0
+    if isinstance(a, (list, tuple)):
+        return max((_max_abs(x) for x in a), default=0.0)
+    if isinstance(a, dict):
+        return max((_max_abs(x) for x in a.values()), default=0.0)
+    return 0.0
+
+
+def _max_abs_diff(a: Any, b: Any) -> float:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+    if isinstance(a, (list, tuple)):
+        return max((_max_abs_diff(x, y) for x, y in zip(a, b, strict=True)), default=0.0)
+    if isinstance(a, dict):
+        return max((_max_abs_diff(a[k], b[k]) for k in a), default=0.0)
+    return 0.0 if a == b else float("inf")
