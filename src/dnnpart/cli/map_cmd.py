@@ -31,7 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "map", help="map a stage graph's pipeline copies onto a topology (paper 4, phase 2)")
     p.add_argument("stages", help="stage-graph JSON (per-stage compute, param_bytes, comm_bytes, "
-                                  "replicas; see docs/parmesan.md)")
+                                  "replicas; see docs/methods/parmesan.md)")
     p.add_argument("--cluster", metavar="SPEC", required=True,
                    help="cluster file, NxPRESET or GENERATOR:key=value,... (its accelerators)")
     p.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",

@@ -4,7 +4,7 @@ Every figure of ours comes from registered methods called by name (``pardnn``,
 ``cp-heuristic``, ``linear-clustering``) and is scored by the op-level emulator (objective
 ``makespan``); the paper's figures sit beside ours with deltas where the paper prints numbers.
 
-Choices (also in ``docs/pardnn.md``):
+Choices (also in ``docs/methods/pardnn.md``):
 
 * **Workloads.** Paper 2's models by their issue-14 ``zoo:`` specs (``zoo:word-rnn``,
   ``zoo:char-crn``, ``zoo:wide-resnet:depth=208,widen=14`` (WRN-208-14, 4.5k nodes; the

@@ -55,7 +55,7 @@ def table1_methods(restarts: int = 10) -> dict[str, MethodSpec]:
     return {
         "dp": MethodSpec(method="dp"),
         "ipc": MethodSpec(method="ip", slow=True),
-        # CP-SAT, then HiGHS from its plan: CP-SAT alone stalls on op BERT-12 (README)
+        # CP-SAT, then HiGHS from its plan: CP-SAT alone stalls on op BERT-12 (docs/results/ip.md)
         "ipn": MethodSpec(method="ip-noncontig", options={"backend": "portfolio"}, slow=True),
         "dpl": MethodSpec(method="dpl"),
         "expert": MethodSpec(method="expert", layer_only=True),
