@@ -72,12 +72,14 @@ def test_seeded_runs_with_tiny_limits_keep_their_meaning() -> None:
         if problem.objective.kind not in info.objectives or method == "expert":
             continue
         limit = rng.choice((0.01, 0.05, 0.3))
-        started = time.perf_counter()
+        started, compiled = time.perf_counter(), interrupt.compile_seconds()
         try:
             result = solve(problem, method, time_limit=limit)
         except DnnpartError:
             continue
-        assert time.perf_counter() - started <= 1.5 * limit + 5
+        # the backstop waits for numba's first compiles (docs/hardening.md): not the method's time
+        compile_s = interrupt.compile_seconds() - compiled
+        assert time.perf_counter() - started - compile_s <= 1.5 * limit + 5, (method, compile_s)
         assert result.stats["time_limit_s"] == limit
         if result.plan is not None:
             assert result.objective == pytest.approx(evaluate(problem, result.plan).objective)
