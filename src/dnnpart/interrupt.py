@@ -49,7 +49,7 @@ GRACE_S = 2.0
 _lock = threading.Lock()
 _flag = threading.Event()
 _state: dict[str, Any] = {"reason": None, "since": None, "depth": 0, "limit_hit": False,
-                          "shield": 0}
+                          "shield": 0, "pending": False}
 
 
 class Stopped(BaseException):
@@ -98,10 +98,32 @@ def time_limit_hit() -> bool:
 
 
 def reset() -> None:
-    """Clear the flag and the recorded reason (done when the outermost solve ends)."""
+    """Clear the flag, the recorded reason and a pending Ctrl-C (done when the outermost solve
+    ends, and by the CLI when a command ends)."""
     with _lock:
         _flag.clear()
-        _state.update(reason=None, since=None, limit_hit=False)
+        _state.update(reason=None, since=None, limit_hit=False, pending=False)
+
+
+def note_interrupt() -> None:
+    """Remember a Ctrl-C that came outside any solve (the CLI's handler calls this before it
+    raises ``KeyboardInterrupt``).
+
+    Python prints and drops a ``KeyboardInterrupt`` raised inside a finalizer or a garbage
+    collector callback; a command would then go on as if no Ctrl-C had come. With the note,
+    the next :func:`guard` starts with the stop flag set, so the solve stops at once and
+    reports ``interrupted``.
+
+    Examples
+    --------
+    >>> reset(); note_interrupt()
+    >>> with guard():
+    ...     print(stop_reason())
+    interrupted
+    >>> reset()
+    """
+    with _lock:
+        _state["pending"] = True
 
 
 @contextlib.contextmanager
@@ -249,7 +271,10 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
         finally:
             _state["depth"] -= 1
         return
+    pending = bool(_state["pending"])
     reset()
+    if pending:  # a Ctrl-C Python dropped before this solve began (note_interrupt)
+        request_stop(INTERRUPTED)
     previous: Any = None
     handled = threading.current_thread() is threading.main_thread()
     if handled:

@@ -163,3 +163,28 @@ def test_process_exit_code_is_130(method: str, extra: list[str], graph_file: Pat
     assert stop_s < interrupt.GRACE_S + 5
     if out.exists():
         assert json.loads(out.read_text())["stopped"] == "interrupted"
+
+
+def test_a_ctrl_c_python_drops_in_a_finalizer_still_stops_the_solve(
+        graph_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python prints and drops a KeyboardInterrupt raised inside a finalizer or a gc callback
+    # (seen: torch's weak-reference callbacks while the graph loads). The CLI notes every Ctrl-C
+    # first; here the note comes and the KeyboardInterrupt never arrives, as in that case.
+    import dnnpart.workflow.inputs as inputs
+
+    load = inputs.load_problem
+
+    def dropped_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        interrupt.note_interrupt()
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr("dnnpart.workflow.load_problem", dropped_ctrl_c)
+    out_path = tmp_path / "plan.json"
+    started = time.perf_counter()
+    code, _, err = run_cli(["solve", str(graph_file), "-m", "ip-noncontig", "--time-limit", "20",
+                            "-o", str(out_path)])
+    assert code == 130 and err.strip().splitlines()[-1].startswith("interrupted"), err
+    assert time.perf_counter() - started < interrupt.GRACE_S + 10
+    if out_path.exists():
+        assert json.loads(out_path.read_text())["stopped"] == "interrupted"
+    assert not interrupt.stop_requested()  # the command's end clears the note

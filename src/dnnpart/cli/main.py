@@ -15,10 +15,14 @@ the one safety net: whatever a command raises ends as one line and one of these 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import Any
 
+from dnnpart import interrupt
 from dnnpart.cli import (
     cluster_cmd,
     demo_cmd,
@@ -95,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet, progress=args.progress)
     try:
-        code: int = args.handler(args, out)
+        with _noting_ctrl_c():
+            code: int = args.handler(args, out)
         return code
     except KeyboardInterrupt:
         return _interrupted()
@@ -119,6 +124,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except Exception as exc:  # the safety net: one line, exit 4, traceback with --debug
         return _internal(out, exc, args)
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` as usual and is also noted
+    (:func:`dnnpart.interrupt.note_interrupt`): Python drops one raised inside a finalizer or a
+    garbage collector callback, and the command's solve must still stop. The note ends with
+    the command."""
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        interrupt.note_interrupt()
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: Python's own handling applies
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        interrupt.reset()
 
 
 def _interrupted() -> int:
