@@ -1,7 +1,9 @@
 """One exception hierarchy for everything dnnpart raises on purpose.
 
-The CLI maps these to exit codes: ``FormatError``/``InvalidGraphError``/``ValueError`` -> 2,
-``InfeasibleError`` -> 1, ``MissingDependencyError`` -> 3.
+The CLI maps these to exit codes: ``FormatError``/``UsageError``/``InvalidGraphError`` -> 2,
+``InfeasibleError``/``ProblemTooLargeError`` -> 1, ``MissingDependencyError`` -> 3. Anything
+else that escapes (a plain ``ValueError``, ``KeyError``, ``IndexError`` included, wherever it
+was raised) is a bug: exit 4. So input is checked at the edge, by raising one of these.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ class FormatError(DnnpartError, ValueError):
 
     The message starts with the path of the offending field, e.g.
     ``nodes[17].fpgaLatency: expected a number >= 0, got "abc"``.
+    """
+
+
+class UsageError(DnnpartError, ValueError):
+    """An option, argument or combination of them the user gave is not valid here.
+
+    The message names the option, e.g. ``method 'dp': option threads: expected >= 1, got 0``.
     """
 
 

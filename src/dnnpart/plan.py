@@ -216,6 +216,9 @@ class SolveResult:
 
     ``objective`` equals ``evaluate(problem, plan).objective``; ``bound`` is a proven lower
     bound on the optimum over the method's search space (``None`` when the method has none).
+    ``provenance`` says where the plan came from when the method is more than one algorithm:
+    the candidate a portfolio kept and what refined it (``"cp-heuristic, refined by local
+    search: 12 moves"``); empty means the method's own algorithm produced it.
     """
 
     status: Status
@@ -226,6 +229,7 @@ class SolveResult:
     bound: float | None = None
     search_space: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    provenance: str = ""
 
     @property
     def gap(self) -> float | None:
@@ -250,6 +254,7 @@ class SolveResult:
             "bound": self.bound,
             "gap": self.gap,
             "search_space": self.search_space,
+            "provenance": self.provenance or self.method,
             "wall_time_s": self.wall_time_s,
             **{k: v for k, v in self.stats.items() if isinstance(v, (int, float, str, bool))},
         }

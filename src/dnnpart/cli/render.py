@@ -123,6 +123,8 @@ class Renderer:
         ]
         if gap is not None:
             parts.append(f"gap {gap:.2%}")
+        if result.provenance and result.plan is not None:
+            parts.append(f"plan from {escape(result.provenance)}")
         if result.stats.get("stopped"):
             parts.append(f"stopped: {result.stats['stopped']}")
         parts.append(f"{result.wall_time_s:.2f} s")

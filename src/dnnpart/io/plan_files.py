@@ -297,6 +297,8 @@ def plan_to_dict(problem: Problem, plan: Plan, result: SolveResult | None = None
             status=result.status.value,
             objective=result.objective if math.isfinite(result.objective) else None,
             bound=result.bound,
+            search_space=result.search_space,
+            provenance=result.provenance or result.method,
         )
         if result.stats.get("stopped"):  # "interrupted" or "time-limit": the best plan so far
             out["stopped"] = result.stats["stopped"]

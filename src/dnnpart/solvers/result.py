@@ -13,7 +13,7 @@ from dnnpart.solvers.method import Stopwatch
 
 def result_from_plan(
     problem: Problem, plan: Plan | None, *, method: str, clock: Stopwatch, proven: bool,
-    bound: float | None = None, search_space: str = "", **stats: Any,
+    bound: float | None = None, search_space: str = "", provenance: str = "", **stats: Any,
 ) -> SolveResult:
     """Evaluate ``plan`` and wrap it; the objective is always ``evaluate(problem, plan)``.
 
@@ -22,7 +22,8 @@ def result_from_plan(
     unless a bound is given). A plan that breaks a constraint (a heuristic ignoring memory,
     say) is kept for inspection with status ``UNKNOWN`` and its violations in ``stats``.
     """
-    common: dict[str, Any] = {"method": method, "search_space": search_space}
+    common: dict[str, Any] = {"method": method, "search_space": search_space,
+                              "provenance": provenance}
     if plan is None:
         return SolveResult(status=Status.INFEASIBLE if proven else Status.UNKNOWN, plan=None,
                            objective=math.inf, wall_time_s=clock.elapsed, bound=bound,

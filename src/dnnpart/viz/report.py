@@ -230,6 +230,8 @@ def build_report(rep: ReportInput) -> str:
     summary = [
         ("model", str(meta.get("model") or problem.name)),
         ("method", str(meta.get("method", "?"))),
+        *([("plan from", str(meta["provenance"]))]
+          if meta.get("provenance") and meta.get("provenance") != meta.get("method") else []),
         ("status", str(meta.get("status", "?"))),
         ("objective", f"{ev.objective:.4g} ms — {problem.objective.describe()}"),
         ("bound", f"{bound:.4g} ms (a lower bound among {space})" if isinstance(bound, (int, float))

@@ -119,13 +119,16 @@ class PlannedModel:
 
     @property
     def record(self) -> dict[str, Any]:
-        """The plan's summary as a report shows it: method, status, objective, bound, search space."""
+        """The plan's summary as a report shows it: method, status, objective, bound, search
+        space and provenance (the candidate that produced the plan)."""
         if self.result is not None:
             r = self.result
             return {"method": r.method, "status": r.status.value, "objective": r.objective,
-                    "bound": r.bound, "search_space": r.search_space}
+                    "bound": r.bound, "search_space": r.search_space,
+                    "provenance": r.provenance or r.method}
         data = self.file_data or {}
-        return {k: data.get(k) for k in ("method", "status", "bound", "objective", "search_space")}
+        return {k: data.get(k) for k in ("method", "status", "bound", "objective", "search_space",
+                                         "provenance")}
 
     def node_labels(self) -> dict[str, str]:
         """Readable names of the imported model's nodes: ``module.path (node)`` where known."""
