@@ -36,6 +36,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from tests.latency_orders import latency_optimum
 
 from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster
@@ -297,7 +298,23 @@ def enumerate_layerwise(problem: Problem) -> Optima:
     return Optima({LAYERWISE: best / problem.cluster.time_unit_s})
 
 
-_ENUMERATION = {THROUGHPUT: enumerate_splits, LATENCY: enumerate_splits, MAKESPAN: enumerate_splits,
+def enumerate_latency(problem: Problem) -> Optima:
+    """Latency: the optimum over every subgraph division and order of each accelerator's
+    nodes (:mod:`tests.latency_orders`) for all splits; contiguous splits and those in
+    pipeline order run one subgraph per accelerator."""
+    split = enumerate_splits(problem)
+    return Optima({**split.values, ANY: latency_optimum(problem)})
+
+
+def one_subgraph_each(plan: Plan) -> bool:
+    """Whether the plan runs at most one subgraph per device (or lets the evaluator derive them)."""
+    if plan.subgraph is None:
+        return True
+    pairs = set(zip(plan.assignment.tolist(), plan.subgraph.tolist(), strict=True))
+    return len(pairs) == len({dev for dev, _ in pairs})
+
+
+_ENUMERATION = {THROUGHPUT: enumerate_splits, LATENCY: enumerate_latency, MAKESPAN: enumerate_splits,
                 PIPELINE: enumerate_pipelines, ITERATION: enumerate_layerwise}
 
 
@@ -328,6 +345,8 @@ def _spaces_containing(problem: Problem, plan: Plan) -> list[str]:
         return [ANY]  # the evaluator runs pipeline plans only, and every one is enumerated
     if plan.is_replicated:
         return []  # the enumerations place nodes, they do not replicate stages
+    if kind == LATENCY and not one_subgraph_each(plan):
+        return [ANY]  # the contiguous enumerations run one subgraph per accelerator
     return [s for s in (ANY, CONTIGUOUS, PIPELINE_ORDER) if in_space(problem, plan, s)]
 
 
