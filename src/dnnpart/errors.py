@@ -32,6 +32,17 @@ class InvalidGraphError(DnnpartError, ValueError):
     """The graph is structurally invalid (a cycle, an unknown endpoint, a duplicate id)."""
 
 
+class UnknownIdError(DnnpartError, KeyError):
+    """The input names a node id, device or other entity that does not exist.
+
+    A ``KeyError`` for callers that look names up; its message is the text as given (not the
+    quoted ``repr`` a plain ``KeyError`` prints).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class InfeasibleError(DnnpartError):
     """A plan was required but none exists or none was found."""
 

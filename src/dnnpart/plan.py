@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.errors import InfeasibleError
+from dnnpart.errors import InfeasibleError, UsageError
 
 Int32Array = npt.NDArray[np.int32]
 
@@ -31,7 +31,7 @@ class LayerConfig:
     >>> LayerConfig((2, 1, 1, 1), (0,))
     Traceback (most recent call last):
     ...
-    ValueError: layer config: 2 tiles need 2 distinct devices, got (0,)
+    dnnpart.errors.UsageError: layer config: 2 tiles need 2 distinct devices, got (0,)
     """
 
     degrees: tuple[int, ...]
@@ -41,10 +41,10 @@ class LayerConfig:
         deg = tuple(int(d) for d in self.degrees)
         dev = tuple(int(d) for d in self.devices)
         if not deg or any(d < 1 for d in deg):
-            raise ValueError(f"layer config: degrees must be integers >= 1, got {self.degrees}")
+            raise UsageError(f"layer config: degrees must be integers >= 1, got {self.degrees}")
         tiles = math.prod(deg)
         if len(dev) != tiles or len(set(dev)) != tiles or any(d < 0 for d in dev):
-            raise ValueError(f"layer config: {tiles} tiles need {tiles} distinct devices, got {dev}")
+            raise UsageError(f"layer config: {tiles} tiles need {tiles} distinct devices, got {dev}")
         object.__setattr__(self, "degrees", deg)
         object.__setattr__(self, "devices", dev)
 
@@ -92,21 +92,21 @@ class Plan:
     def __post_init__(self) -> None:
         a = np.array(self.assignment, dtype=np.int32).reshape(-1)
         if np.any(a < 0):
-            raise ValueError("plan assignment has negative device indices (unplaced nodes)")
+            raise UsageError("plan assignment has negative device indices (unplaced nodes)")
         a.flags.writeable = False
         object.__setattr__(self, "assignment", a)
         if self.subgraph is not None:
             s = np.array(self.subgraph, dtype=np.int32).reshape(-1)
             if s.shape != a.shape or np.any(s < 0):
-                raise ValueError("plan subgraph must be (n,) non-negative ordinals")
+                raise UsageError("plan subgraph must be (n,) non-negative ordinals")
             s.flags.writeable = False
             object.__setattr__(self, "subgraph", s)
         if self.replica_of is not None:
             r = np.array(self.replica_of, dtype=np.int32).reshape(-1)
             if np.any(r < 0) or np.any(r >= r.shape[0]):
-                raise ValueError("plan replica_of must hold device indices in [0, n_devices)")
+                raise UsageError("plan replica_of must hold device indices in [0, n_devices)")
             if np.any(r[r] != r):
-                raise ValueError(
+                raise UsageError(
                     "plan replica_of must point every replica at a primary device "
                     "(one that is its own replica_of), not at another replica"
                 )
@@ -114,7 +114,7 @@ class Plan:
             held[a[a < r.shape[0]]] = True
             bad = np.flatnonzero(held & (r != np.arange(r.shape[0])))
             if bad.size:
-                raise ValueError(
+                raise UsageError(
                     f"plan replica_of: device {int(bad[0])} replicates device {int(r[bad[0]])} "
                     "but is also assigned nodes; a replica holds no nodes of its own"
                 )
@@ -122,16 +122,16 @@ class Plan:
             object.__setattr__(self, "replica_of", r)
         if self.pipeline_copy is not None:
             if self.replica_of is None:
-                raise ValueError("plan pipeline_copy needs replica_of (the replication groups)")
+                raise UsageError("plan pipeline_copy needs replica_of (the replication groups)")
             rep = self.replica_of
             c = np.array(self.pipeline_copy, dtype=np.int32).reshape(-1)
             if c.shape != rep.shape:
-                raise ValueError(f"plan pipeline_copy must have one entry per device "
+                raise UsageError(f"plan pipeline_copy must have one entry per device "
                                  f"({rep.shape[0]}), got {c.shape[0]}")
             for p in np.unique(rep).tolist():
                 got = np.sort(c[rep == p])
                 if not np.array_equal(got, np.arange(got.shape[0])):
-                    raise ValueError(
+                    raise UsageError(
                         f"plan pipeline_copy: the group of device {p} must number its "
                         f"{got.shape[0]} devices 0..{got.shape[0] - 1}, got {got.tolist()}")
             c.flags.writeable = False
@@ -139,7 +139,7 @@ class Plan:
         if self.layer_configs is not None:
             configs = tuple(self.layer_configs)
             if len(configs) != a.shape[0] or not all(isinstance(c, LayerConfig) for c in configs):
-                raise ValueError("plan layer_configs must hold one LayerConfig per node")
+                raise UsageError("plan layer_configs must hold one LayerConfig per node")
             object.__setattr__(self, "layer_configs", configs)
 
     @classmethod
@@ -176,7 +176,7 @@ class Plan:
         Needs ``replica_of``; every device of a group gets the group's size.
         """
         if self.replica_of is None:
-            raise ValueError("the plan has no replica_of")
+            raise UsageError("the plan has no replica_of")
         r = self.replica_of.astype(np.int64)
         counts: npt.NDArray[np.int64] = np.bincount(r, minlength=r.shape[0])[r]
         return counts

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph
 
 THROUGHPUT = "throughput"
@@ -52,10 +53,10 @@ class Objective:
 
     def __post_init__(self) -> None:
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
-            raise ValueError(f"objective batch must be an integer >= 1, got {self.batch!r}")
+            raise UsageError(f"objective batch must be an integer >= 1, got {self.batch!r}")
         if isinstance(self.microbatches, bool) or not isinstance(self.microbatches, int) \
                 or self.microbatches < 1:
-            raise ValueError(f"objective microbatches must be an integer >= 1, got {self.microbatches!r}")
+            raise UsageError(f"objective microbatches must be an integer >= 1, got {self.microbatches!r}")
         for attr, allowed in (
             ("kind", OBJECTIVE_KINDS),
             ("training", TRAINING_FORMS),
@@ -64,7 +65,7 @@ class Objective:
         ):
             value = getattr(self, attr)
             if value not in allowed:
-                raise ValueError(f"objective {attr} must be one of {list(allowed)}, got {value!r}")
+                raise UsageError(f"objective {attr} must be one of {list(allowed)}, got {value!r}")
 
     def describe(self) -> str:
         if self.kind == LATENCY:
@@ -106,7 +107,7 @@ class Problem:
     def __post_init__(self) -> None:
         missing = {d.kind for d in self.cluster.devices} - set(self.graph.device_kinds)
         if missing:
-            raise ValueError(
+            raise UsageError(
                 f"the graph has no compute times for device kind(s) {sorted(missing)}; "
                 f"it has {list(self.graph.device_kinds)}"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from dnnpart.devices.presets import reference_cluster
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph
 from dnnpart.problem import LATENCY, Objective, Problem
 
@@ -41,7 +42,7 @@ def latency_scenario(graph: Graph, *, name: str = "") -> Problem:
     """
     model_bytes = float(graph.memory_bytes.sum())
     if not math.isfinite(model_bytes) or model_bytes <= 0:
-        raise ValueError("the latency scenario needs a graph with positive, finite total memory")
+        raise UsageError("the latency scenario needs a graph with positive, finite total memory")
     dram = SMALL_MODEL_DRAM if model_bytes <= SMALL_MODEL_MAX_BYTES else LARGE_MODEL_DRAM
     n_acc = max(2, math.ceil(MEMORY_HEADROOM * model_bytes / dram - 1e-9))
     cluster = reference_cluster(n_accelerators=n_acc, n_cpus=SCENARIO_CPUS, memory_bytes=dram)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -38,9 +40,9 @@ def nonnegative_array(name: str, values: npt.ArrayLike, shape: tuple[int, ...]) 
     """A read-only float copy of ``values`` of ``shape``; ``ValueError`` naming it on NaN or < 0."""
     arr = np.array(values, dtype=np.float64)
     if arr.shape != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {arr.shape}")
+        raise UsageError(f"{name}: expected shape {shape}, got {arr.shape}")
     if np.any(np.isnan(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name}: values must be >= 0 (no NaN)")
+        raise UsageError(f"{name}: values must be >= 0 (no NaN)")
     arr.flags.writeable = False
     return arr
 
@@ -78,17 +80,17 @@ class PipelineStages:
         compute = np.array(self.compute, dtype=np.float64).reshape(-1)
         s = int(compute.shape[0])
         if s < 1:
-            raise ValueError("compute: at least one stage is needed")
+            raise UsageError("compute: at least one stage is needed")
         object.__setattr__(self, "compute", nonnegative_array("compute", compute, (s,)))
         if not np.all(np.isfinite(self.compute)):
-            raise ValueError("compute: values must be finite")
+            raise UsageError("compute: values must be finite")
         object.__setattr__(self, "param_bytes", nonnegative_array("param_bytes", self.param_bytes, (s,)))
         comm = nonnegative_array("comm_bytes", self.comm_bytes, (s, s))
         if np.any(np.diag(comm) != 0) or not np.all(np.isfinite(comm)):
-            raise ValueError("comm_bytes: diagonal must be 0 and all entries finite")
+            raise UsageError("comm_bytes: diagonal must be 0 and all entries finite")
         object.__setattr__(self, "comm_bytes", comm)
         if not isinstance(self.replicas, int | np.integer) or int(self.replicas) < 1:
-            raise ValueError(f"replicas: expected an integer >= 1, got {self.replicas!r}")
+            raise UsageError(f"replicas: expected an integer >= 1, got {self.replicas!r}")
         object.__setattr__(self, "replicas", int(self.replicas))
         if self.memory_bytes is not None:
             object.__setattr__(
@@ -118,11 +120,11 @@ class Stage:
 
     def __post_init__(self) -> None:
         if not self.devices:
-            raise ValueError(f"stage {self.name}: needs at least one device")
+            raise UsageError(f"stage {self.name}: needs at least one device")
         for what in ("forward", "backward", "weight_bytes", "activation_bytes", "input_bytes"):
             x = getattr(self, what)
             if not (math.isfinite(x) and x >= 0):
-                raise ValueError(f"stage {self.name}: {what} must be finite and >= 0, got {x}")
+                raise UsageError(f"stage {self.name}: {what} must be finite and >= 0, got {x}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.io.plan_files import read_plan
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
@@ -45,9 +46,9 @@ def solve_expert(
     5.0
     """
     if options:
-        raise ValueError(f"expert: unknown option(s) {sorted(options)}")
+        raise UsageError(f"expert: unknown option(s) {sorted(options)}")
     if split is None:
-        raise ValueError("expert scores a given split: pass the split file as option split=PATH")
+        raise UsageError("expert scores a given split: pass the split file as option split=PATH")
     clock = Stopwatch(time_limit)
     plan = read_plan(split, problem, fill_by_colocation=fill_by_colocation)
     return result_from_plan(problem, plan, method="expert", clock=clock, proven=False,

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from dnnpart._optional import require
 from dnnpart.baselines.partition_input import WeightedGraph, integer_weights, partition_input
-from dnnpart.errors import MissingDependencyError
+from dnnpart.errors import MissingDependencyError, UsageError
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
@@ -155,11 +155,11 @@ def solve_graph_partitioner(
     4.0
     """
     if options:
-        raise ValueError(f"graph-partitioner: unknown option(s) {sorted(options)}")
+        raise UsageError(f"graph-partitioner: unknown option(s) {sorted(options)}")
     if tool not in TOOLS:
-        raise ValueError(f"graph-partitioner: tool must be one of {list(TOOLS)}, got {tool!r}")
+        raise UsageError(f"graph-partitioner: tool must be one of {list(TOOLS)}, got {tool!r}")
     if parts not in PART_MODES:
-        raise ValueError(f"graph-partitioner: parts must be one of {list(PART_MODES)}, got {parts!r}")
+        raise UsageError(f"graph-partitioner: parts must be one of {list(PART_MODES)}, got {parts!r}")
     clock = Stopwatch(time_limit)
     cluster = problem.cluster
     devices = list(cluster.accelerators) + (list(cluster.cpus) if parts == "all" else [])

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.stage_graph import build_stage_graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
@@ -96,7 +97,7 @@ def solve_greedy(
     [0, 0, 0, 0]
     """
     if options:
-        raise ValueError(f"greedy: unknown option(s) {sorted(options)}")
+        raise UsageError(f"greedy: unknown option(s) {sorted(options)}")
     clock = Stopwatch(time_limit)
     assignment = greedy_assignment(problem)
     plan = None if assignment is None else Plan(assignment=assignment.astype(np.int32))

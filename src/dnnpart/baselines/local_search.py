@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.algorithms import colocation_units
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.pricing.loads import node_times
@@ -43,13 +44,13 @@ def solve_local_search(
     from dnnpart.baselines import local_search_kernels as k
 
     if restarts < 1:
-        raise ValueError(f"restarts must be >= 1, got {restarts}")
+        raise UsageError(f"restarts must be >= 1, got {restarts}")
     if problem.cluster.is_hierarchical:
-        raise ValueError("local-search does not model accelerator hierarchies (appendix C.3); "
+        raise UsageError("local-search does not model accelerator hierarchies (appendix C.3); "
                          "use dp or brute-force")
     objective = problem.objective
     if objective.overlap != "none" or objective.training != "pipedream":
-        raise ValueError("local-search scores the default objective only (overlap=none, pipedream form)")
+        raise UsageError("local-search scores the default objective only (overlap=none, pipedream form)")
     clock = Stopwatch(time_limit)
     graph, cluster = problem.graph, problem.cluster
     n, d = graph.n_nodes, cluster.n_devices
@@ -61,7 +62,7 @@ def solve_local_search(
     out_cost = out_cost * 1.0
     scale = cluster.host_link_scale
     if not np.allclose(scale, 1.0):
-        raise ValueError("local-search assumes every accelerator on the reference host link")
+        raise UsageError("local-search assumes every accelerator on the reference host link")
     unit_ptr, unit_nodes = colocation_units(graph)
     n_units = unit_ptr.shape[0] - 1
     unit_of = np.empty(n, np.int64)

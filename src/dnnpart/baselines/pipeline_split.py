@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
 from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Progress, Stopwatch
@@ -112,7 +113,7 @@ def solve_pipeline(
     True
     """
     if options:
-        raise ValueError(f"pipeline: unknown option(s) {sorted(options)}")
+        raise UsageError(f"pipeline: unknown option(s) {sorted(options)}")
     clock = Stopwatch(time_limit)
     plan = Plan(assignment=pipeline_assignment(problem))
     return result_from_plan(

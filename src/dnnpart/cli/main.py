@@ -9,7 +9,10 @@ call the library (:mod:`dnnpart.workflow`, :mod:`dnnpart.solvers`...), never eac
 Exit codes (:mod:`dnnpart.cli.output`; the README's table says the same): 0 ok, 1 no plan
 found / infeasible, 2 bad input or usage, 3 missing extra, 4 internal error (a bug: one
 ``error:`` line, the traceback with ``--debug``), 130 interrupted (Ctrl-C). :func:`main` is
-the one safety net: whatever a command raises ends as one line and one of these codes.
+the one safety net: whatever a command raises ends as one line and one of these codes. The code
+follows the exception's type, never where it was raised: bad input is a
+:class:`~dnnpart.errors.FormatError`/:class:`~dnnpart.errors.UsageError` raised at the edge, so
+a ``ValueError``, ``KeyError`` or ``IndexError`` that escapes (ours or a library's) is a bug.
 """
 
 from __future__ import annotations
@@ -110,12 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InfeasibleError, ProblemTooLargeError) as exc:
         out.error(one_line(str(exc)))
         return EXIT_NO_PLAN
-    except (DnnpartError, ValueError, KeyError) as exc:
-        # ValueError/KeyError raised on purpose by the API name the bad input; anything
-        # deeper (numpy, a solver library) is a bug: exit 4 below.
-        if not isinstance(exc, DnnpartError) and not _raised_by_dnnpart(exc):
-            return _internal(out, exc, args)
-        out.error(one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)))
+    except DnnpartError as exc:  # FormatError, UsageError, InvalidGraphError: the input
+        out.error(one_line(str(exc)))
         return EXIT_BAD_INPUT
     except RecursionError as exc:
         return _internal(out, exc, args)
@@ -153,23 +152,14 @@ def _interrupted() -> int:
     return EXIT_INTERRUPTED
 
 
-def _raised_by_dnnpart(exc: BaseException) -> bool:
-    """Whether the innermost frame that raised ``exc`` is dnnpart's own code."""
-    tb = exc.__traceback__
-    last = None
-    while tb is not None:
-        last = tb
-        tb = tb.tb_next
-    return last is not None and "dnnpart" in last.tb_frame.f_code.co_filename
-
-
 def _internal(out: Any, exc: BaseException, args: argparse.Namespace) -> int:
     if getattr(args, "debug", False):
         import traceback
 
         traceback.print_exception(exc)
+    rerun = "" if getattr(args, "debug", False) else "; rerun with --debug for the traceback"
     out.error(one_line(f"internal error ({type(exc).__name__}: {exc}); this is a bug, "
-                       "please report it (run with --debug for the traceback)"))
+                       f"please report it{rerun}"))
     return EXIT_INTERNAL
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from dnnpart.cli.args import parse_options
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
 from dnnpart.cli.render import Renderer, fmt
+from dnnpart.errors import UsageError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -51,7 +52,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     allowed = {"mapping", "instantiation", "eps", "deterministic", "node_limit"}
     unknown = sorted(set(opts) - allowed)
     if unknown:
-        raise ValueError(f"--set {unknown[0]}: unknown option for map (expected one of "
+        raise UsageError(f"--set {unknown[0]}: unknown option for map (expected one of "
                          f"{sorted(allowed)})")
     opts = {k: _typed(k, v) if k in _TYPES else v for k, v in opts.items()}
     if args.gap is not None:
@@ -61,17 +62,17 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             opts[name] = value
     if "time_limit" in opts and not opts["time_limit"] > 0:
-        raise ValueError(f"--time-limit must be > 0 seconds, got {opts['time_limit']}")
+        raise UsageError(f"--time-limit must be > 0 seconds, got {opts['time_limit']}")
     if "threads" in opts and opts["threads"] < 1:
-        raise ValueError(f"--threads must be >= 1, got {opts['threads']}")
+        raise UsageError(f"--threads must be >= 1, got {opts['threads']}")
     eps = opts.get("eps", 1e-3)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
-        raise ValueError(f"--set eps / --gap: expected a number in (0, 1), got {eps!r}")
+        raise UsageError(f"--set eps / --gap: expected a number in (0, 1), got {eps!r}")
     if not isinstance(opts.get("deterministic", False), bool):
-        raise ValueError(f"--set deterministic: expected true or false, got {opts['deterministic']!r}")
+        raise UsageError(f"--set deterministic: expected true or false, got {opts['deterministic']!r}")
     nl = opts.get("node_limit")
     if nl is not None and (isinstance(nl, bool) or not isinstance(nl, int) or nl < 1):
-        raise ValueError(f"--set node_limit: expected an integer >= 1, got {nl!r}")
+        raise UsageError(f"--set node_limit: expected an integer >= 1, got {nl!r}")
     return opts
 
 

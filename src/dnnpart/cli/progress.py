@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dnnpart.cli.args import PROGRESS_CHOICES
+from dnnpart.errors import UsageError
 
 __all__ = ["PROGRESS_CHOICES", "LineProgress", "StatusProgress", "interval_seconds", "make_progress"]
 DEFAULT_INTERVAL_S = 5.0
@@ -147,7 +148,7 @@ class LineProgress:
 def make_progress(mode: str, console: Console, *, label: str = "") -> StatusProgress | LineProgress | None:
     """The reporter for ``--progress mode`` on ``console`` (stderr); ``None`` for ``none``."""
     if mode not in PROGRESS_CHOICES:
-        raise ValueError(f"--progress {mode!r}: expected one of {', '.join(PROGRESS_CHOICES)}")
+        raise UsageError(f"--progress {mode!r}: expected one of {', '.join(PROGRESS_CHOICES)}")
     if mode == "none":
         return None
     if mode == "bar" or (mode == "auto" and console.is_terminal):

@@ -14,6 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dnnpart.errors import UsageError
+
 #: Paper key -> what ``dnnpart reproduce KEY`` regenerates.
 PAPERS = {
     "tarnawski2020": "paper 1: Tables 1-4, Fig. 8 from the dnn-partitioning workloads",
@@ -77,7 +79,7 @@ def default_workloads() -> Path:
 def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     """Run ``dnnpart reproduce``; progress lines go to stderr through ``out.note``."""
     if args.time_limit is not None and not args.time_limit > 0:
-        raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+        raise UsageError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     if args.paper == "optcnn2018":
         return _reproduce_optcnn2018(args, out)
     if args.paper == "pardnn2021":
@@ -92,7 +94,7 @@ def _reproduce_optcnn2018(args: argparse.Namespace, out: Any) -> int:
 
     for flag in ("workloads", "methods", "only"):
         if getattr(args, flag):
-            raise ValueError(f"--{flag} is not used by optcnn2018 (its inputs are builtin layer graphs)")
+            raise UsageError(f"--{flag} is not used by optcnn2018 (its inputs are builtin layer graphs)")
     report = reproduce_optcnn2018(args.out, quick=args.quick, dfs_budget=args.time_limit,
                                   figure=not args.no_figure, notify=out.note)
     out.note(f"optcnn2018 in {report.wall_time_s:.0f} s")
@@ -108,11 +110,11 @@ def _reproduce_parmesan(args: argparse.Namespace, out: Any) -> int:
 
     for flag in ("workloads", "only"):
         if getattr(args, flag):
-            raise ValueError(f"--{flag} is not used by parmesan (it builds its graphs and topologies)")
+            raise UsageError(f"--{flag} is not used by parmesan (it builds its graphs and topologies)")
     tables = tuple(args.methods) if args.methods else ("1", "2")
     unknown = sorted(set(tables) - {"1", "2"})
     if unknown:
-        raise ValueError(f"--methods: parmesan has tables 1 and 2, got {unknown[0]!r}")
+        raise UsageError(f"--methods: parmesan has tables 1 and 2, got {unknown[0]!r}")
     rep = reproduce_parmesan(args.out, quick=args.quick, time_limit=args.time_limit,
                              tables=tables, notify=out.note)
     out.note(f"parmesan: {len(rep.table1)} + {len(rep.table2)} cells in {rep.wall_time_s:.0f} s")
@@ -129,7 +131,7 @@ def _reproduce_tarnawski2020(args: argparse.Namespace, out: Any) -> int:
     check_methods(args.methods)
     folder = Path(args.workloads) if args.workloads else default_workloads()
     if not find_workloads(folder, args.only):
-        raise ValueError(f"no paper-1 workloads found under {folder} (expected throughput/"
+        raise UsageError(f"no paper-1 workloads found under {folder} (expected throughput/"
                          "LayerGraphs/*.json, throughput/OperatorGraphs/*.json); pass --workloads DIR")
     report = reproduce_tarnawski2020(
         folder, args.out, time_limit=args.time_limit, methods=args.methods, quick=args.quick,
@@ -147,7 +149,7 @@ def _reproduce_pardnn2021(args: argparse.Namespace, out: Any) -> int:
     from dnnpart.reproduce.pardnn2021 import reproduce_pardnn2021
 
     if args.workloads or args.methods or args.no_figure:
-        raise ValueError("--workloads/--methods/--no-figure: not used by pardnn2021")
+        raise UsageError("--workloads/--methods/--no-figure: not used by pardnn2021")
     report = reproduce_pardnn2021(args.out, quick=args.quick, lc_budget=args.time_limit,
                                   only=args.only, notify=out.note)
     out.note(f"{len(report.workloads)} models in {report.wall_time_s:.0f} s")

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from dnnpart.cost.ops import Work
 from dnnpart.cost.specs import PRECISION_BYTES, PRECISIONS, Catalog, DeviceSpec, LinkSpec, load_catalog
+from dnnpart.errors import UsageError
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -88,7 +89,7 @@ class CostModel:
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @property
     def bytes_factor(self) -> float:

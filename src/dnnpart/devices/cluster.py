@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from dnnpart._arrays import unique_ints
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UnknownIdError, UsageError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -42,15 +43,15 @@ class Device:
 
     def __post_init__(self) -> None:
         if not self.name:
-            raise ValueError("device name must be non-empty")
+            raise UsageError("device name must be non-empty")
         if self.kind not in (ACCELERATOR, CPU):
-            raise ValueError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
+            raise UsageError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
         if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
-            raise ValueError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
+            raise UsageError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
         if not (math.isfinite(self.speed) and self.speed > 0):
-            raise ValueError(f"device {self.name}: speed must be a finite number > 0, got {self.speed}")
+            raise UsageError(f"device {self.name}: speed must be a finite number > 0, got {self.speed}")
         if self.spec is not None and self.spec.kind != self.kind:
-            raise ValueError(f"device {self.name}: a {self.kind} cannot be priced by the "
+            raise UsageError(f"device {self.name}: a {self.kind} cannot be priced by the "
                              f"{self.spec.kind} spec {self.spec.name!r}")
 
     @property
@@ -83,12 +84,12 @@ class Link:
 
     def __post_init__(self) -> None:
         if self.a == self.b or self.a < 0 or self.b < 0:
-            raise ValueError(f"link {self.a}-{self.b}: must join two distinct devices")
+            raise UsageError(f"link {self.a}-{self.b}: must join two distinct devices")
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"link {self.a}-{self.b}: bandwidth must be a finite number > 0, "
+            raise UsageError(f"link {self.a}-{self.b}: bandwidth must be a finite number > 0, "
                              f"got {self.bandwidth}")
         if not (math.isfinite(self.latency) and self.latency >= 0):
-            raise ValueError(f"link {self.a}-{self.b}: latency must be a finite number >= 0, "
+            raise UsageError(f"link {self.a}-{self.b}: latency must be a finite number >= 0, "
                              f"got {self.latency}")
 
 
@@ -146,22 +147,22 @@ class Cluster:
     def __post_init__(self) -> None:
         d = len(self.devices)
         if self.routing not in ("widest", "store-and-forward", "direct"):  # ROUTING_RULES
-            raise ValueError(f"cluster routing must be 'widest', 'store-and-forward' or "
+            raise UsageError(f"cluster routing must be 'widest', 'store-and-forward' or "
                              f"'direct', got {self.routing!r}")
         for link in self.links:
             if max(link.a, link.b) >= d:
-                raise ValueError(f"link {link.a}-{link.b}: the cluster has {d} devices")
+                raise UsageError(f"link {link.a}-{link.b}: the cluster has {d} devices")
         ref = self.reference_bandwidth
         if ref is not None and not (math.isfinite(ref) and ref > 0):
-            raise ValueError(f"cluster reference_bandwidth must be a finite number > 0, got {ref}")
+            raise UsageError(f"cluster reference_bandwidth must be a finite number > 0, got {ref}")
         if not (math.isfinite(self.time_unit_s) and self.time_unit_s > 0):
-            raise ValueError(f"cluster time_unit_s must be a finite number > 0, got {self.time_unit_s}")
+            raise UsageError(f"cluster time_unit_s must be a finite number > 0, got {self.time_unit_s}")
         if d == 0:
-            raise ValueError("a cluster needs at least one device")
+            raise UsageError("a cluster needs at least one device")
         names = [dev.name for dev in self.devices]
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
-            raise ValueError(f"duplicate device name {dup!r}")
+            raise UsageError(f"duplicate device name {dup!r}")
         defaults = {
             "host_link_scale": np.ones(d),
             "bandwidth": np.full((d, d), math.inf),
@@ -174,9 +175,9 @@ class Cluster:
                 arr = default
             arr = np.array(arr, dtype=default.dtype)
             if arr.shape != default.shape:
-                raise ValueError(f"cluster {attr}: expected shape {default.shape}, got {arr.shape}")
+                raise UsageError(f"cluster {attr}: expected shape {default.shape}, got {arr.shape}")
             if arr.dtype.kind == "f" and (np.any(np.isnan(arr)) or np.any(arr < 0)):
-                raise ValueError(f"cluster {attr}: values must be >= 0")
+                raise UsageError(f"cluster {attr}: values must be >= 0")
             arr.flags.writeable = False
             object.__setattr__(self, attr, arr)
         if self.is_hierarchical:
@@ -186,7 +187,7 @@ class Cluster:
             bad = off & ~(np.isfinite(self.bandwidth) & (self.bandwidth > 0))
             if bad.any():
                 i, j = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(
+                raise UsageError(
                     "cluster bandwidth: accelerators in several groups (a hierarchy) need a finite "
                     f"bandwidth > 0 between every two devices; {names[i]} -> {names[j]} has "
                     f"{self.bandwidth[i, j]}"
@@ -289,4 +290,4 @@ class Cluster:
         for i, d in enumerate(self.devices):
             if d.name == name:
                 return i
-        raise KeyError(f"unknown device {name!r}; devices are {[d.name for d in self.devices]}")
+        raise UnknownIdError(f"unknown device {name!r}; devices are {[d.name for d in self.devices]}")

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from dnnpart.devices.cluster import ACCELERATOR, CPU, Cluster, Device
+from dnnpart.errors import UsageError
 from dnnpart.limits import check_device_count
 
 #: PCIe 3.0 x16, the host link of paper 1's experiments (bytes/s, ~16 GB/s theoretical).
@@ -32,7 +33,7 @@ def reference_cluster(
     """
     check_device_count(n_accelerators + n_cpus, "accelerators + cpus")
     if n_accelerators < 0 or n_cpus < 0:
-        raise ValueError(f"device counts must be >= 0, got {n_accelerators} accelerators, {n_cpus} CPUs")
+        raise UsageError(f"device counts must be >= 0, got {n_accelerators} accelerators, {n_cpus} CPUs")
     devices = [
         Device(name=f"acc{i}", kind=ACCELERATOR, memory_bytes=memory_bytes)
         for i in range(n_accelerators)
@@ -76,7 +77,7 @@ def two_level_cluster(
     """
     check_device_count(n_groups * accelerators_per_group + n_cpus, "groups x accelerators + cpus")
     if n_groups < 1 or accelerators_per_group < 1:
-        raise ValueError("n_groups and accelerators_per_group must be >= 1")
+        raise UsageError("n_groups and accelerators_per_group must be >= 1")
     devices = [
         Device(name=f"g{g}acc{i}", kind=ACCELERATOR, memory_bytes=memory_bytes)
         for g in range(n_groups)

@@ -43,6 +43,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.interrupt import shield_numba_compiles
 
 shield_numba_compiles()  # numba compilations are not cut by the stop backstop
@@ -163,7 +164,7 @@ ROUTING_RULES = ("widest", "store-and-forward", "direct")
 def check_rule(rule: str) -> str:
     """``rule`` if it is a known routing rule, else ``ValueError`` naming the choices."""
     if rule not in ROUTING_RULES:
-        raise ValueError(f"routing must be one of {list(ROUTING_RULES)}, got {rule!r}")
+        raise UsageError(f"routing must be one of {list(ROUTING_RULES)}, got {rule!r}")
     return rule
 
 
@@ -287,7 +288,7 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     if check_rule(rule) == "direct":
         cands = [k for k, x in enumerate(cluster_links) if {x[0], x[1]} == {a, b} and x[2] > 0]
         if not cands:
-            raise ValueError(f"no path from device {a} to device {b}")
+            raise UsageError(f"no path from device {a} to device {b}")
         return [min(cands, key=lambda k: (-cluster_links[k][2], cluster_links[k][3], k))]
     if rule == "store-and-forward":
         arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
@@ -295,7 +296,7 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
                                  arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
         saf_best, saf_parent = _saf_tree(n_devices, saf_adj, a)
         if not math.isfinite(saf_best[b][0]):
-            raise ValueError(f"no path from device {a} to device {b}")
+            raise UsageError(f"no path from device {a} to device {b}")
         saf: list[int] = []
         node = b
         while node != a:
@@ -308,7 +309,7 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
                          [x[2] for x in cluster_links], [x[3] for x in cluster_links])
         level = float(bw[a, b])
     if level <= 0:
-        raise ValueError(f"no path from device {a} to device {b}")
+        raise UsageError(f"no path from device {a} to device {b}")
     adj: list[list[tuple[int, int]]] = [[] for _ in range(n_devices)]
     for k, (u, v, w, _lat) in enumerate(cluster_links):
         if w >= level:

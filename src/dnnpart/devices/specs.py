@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dnnpart.errors import FormatError
+from dnnpart.errors import FormatError, UsageError
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
@@ -63,21 +63,21 @@ class DeviceSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in (ACCELERATOR, CPU):
-            raise ValueError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
+            raise UsageError(f"device {self.name}: kind must be 'accelerator' or 'cpu', got {self.kind!r}")
         for attr in ("peak_flops", "memory_bandwidth"):
             value = getattr(self, attr)
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"device {self.name}: {attr} must be a finite number > 0, got {value}")
+                raise UsageError(f"device {self.name}: {attr} must be a finite number > 0, got {value}")
         for attr in ("compute_efficiency", "bandwidth_efficiency"):
             value = getattr(self, attr)
             if not (0 < value <= 1):
-                raise ValueError(f"device {self.name}: {attr} must be in (0, 1], got {value}")
+                raise UsageError(f"device {self.name}: {attr} must be in (0, 1], got {value}")
         if not (math.isfinite(self.launch_overhead_s) and self.launch_overhead_s >= 0):
-            raise ValueError(
+            raise UsageError(
                 f"device {self.name}: launch_overhead_s must be >= 0, got {self.launch_overhead_s}"
             )
         if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
-            raise ValueError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
+            raise UsageError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
 
     @property
     def effective_flops(self) -> float:
@@ -95,7 +95,7 @@ class DeviceSpec:
         (8000000000000.0, 1000000000000.0)
         """
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         value = None if precision == "fp32" else getattr(self, f"peak_flops_{precision}")
         return self.peak_flops if value is None else float(value)
 
@@ -121,9 +121,9 @@ class LinkSpec:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"link {self.name}: bandwidth must be a finite number > 0, got {self.bandwidth}")
+            raise UsageError(f"link {self.name}: bandwidth must be a finite number > 0, got {self.bandwidth}")
         if not (math.isfinite(self.latency) and self.latency >= 0):
-            raise ValueError(f"link {self.name}: latency must be >= 0, got {self.latency}")
+            raise UsageError(f"link {self.name}: latency must be >= 0, got {self.latency}")
 
     def transfer_time_s(self, n_bytes: float) -> float:
         """Seconds to move ``n_bytes`` over the link (0 bytes cost nothing)."""

@@ -41,6 +41,7 @@ import numpy.typing as npt
 from dnnpart.devices.cluster import ACCELERATOR, Cluster, Device, Link
 from dnnpart.devices.presets import PCIE3_X16_BANDWIDTH, two_level_cluster
 from dnnpart.devices.routing import route, unreachable_pair
+from dnnpart.errors import UsageError
 
 #: One NVLink 2.0 brick, bytes/s per direction (V100: 25 GB/s signalling, ~24 usable).
 NVLINK2_BRICK = 24e9
@@ -76,17 +77,17 @@ def cluster_from_links(
     >>> cluster_from_links(devs, [Link(a=0, b=1, bandwidth=2.0)])
     Traceback (most recent call last):
     ...
-    ValueError: topology is disconnected: g0 cannot reach g2
+    dnnpart.errors.UsageError: topology is disconnected: g0 cannot reach g2
     """
     d = len(devices)
     for link in links:
         if max(link.a, link.b) >= d:
-            raise ValueError(f"link {link.a}-{link.b}: the topology has {d} devices")
+            raise UsageError(f"link {link.a}-{link.b}: the topology has {d} devices")
     bw, lat, _ = route(d, [x.a for x in links], [x.b for x in links],
                        [x.bandwidth for x in links], [x.latency for x in links], rule=routing)
     pair = unreachable_pair(bw)
     if pair is not None:
-        raise ValueError(
+        raise UsageError(
             f"topology is disconnected: {devices[pair[0]].name} cannot reach {devices[pair[1]].name}"
         )
     return Cluster(
@@ -158,7 +159,7 @@ def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
 def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: float,
           name: str, routing: str = "widest") -> Cluster:
     if any(k < 1 for k in dims):
-        raise ValueError(f"{name}: every axis needs >= 1 device, got {list(dims)}")
+        raise UsageError(f"{name}: every axis needs >= 1 device, got {list(dims)}")
     n = int(np.prod(dims))
     index = np.arange(n).reshape(tuple(dims))
     links: list[Link] = []
@@ -230,7 +231,7 @@ def torus3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: fl
 def _complete(n: int, bandwidth: Callable[[int, int], float], latency: float, memory: float,
               name: str, routing: str = "widest") -> Cluster:
     if n < 1:
-        raise ValueError(f"{name}: n must be >= 1, got {n}")
+        raise UsageError(f"{name}: n must be >= 1, got {n}")
     links = [Link(a=i, b=j, bandwidth=bandwidth(i, j), latency=latency)
              for i, j in itertools.combinations(range(n), 2)]
     suffix = "" if routing == "widest" else f" ({routing})"
@@ -240,7 +241,7 @@ def _complete(n: int, bandwidth: Callable[[int, int], float], latency: float, me
 
 def _blocks(n: int, blocks: int, rng: np.random.Generator, name: str) -> np.ndarray:
     if blocks < 1 or n % blocks:
-        raise ValueError(f"{name}: blocks must be >= 1 and divide n={n}, got {blocks}")
+        raise UsageError(f"{name}: blocks must be >= 1 and divide n={n}, got {blocks}")
     block = np.empty(n, np.int64)
     block[rng.permutation(n)] = np.repeat(np.arange(blocks), n // blocks)
     return block
@@ -278,7 +279,7 @@ def random_blk_2(*, n: int = 16, blocks: int = 4, intra_lo: float = 50e9,
     block = _blocks(n, blocks, rng, "random_blk_2")
     for lo, hi, what in ((intra_lo, intra_hi, "intra"), (inter_lo, inter_hi, "inter")):
         if not (0 < lo <= hi < math.inf):
-            raise ValueError(f"random_blk_2: need 0 < {what}_lo <= {what}_hi < inf")
+            raise UsageError(f"random_blk_2: need 0 < {what}_lo <= {what}_hi < inf")
     level = rng.uniform(inter_lo, inter_hi, size=(blocks, blocks))
     level = np.triu(level) + np.triu(level, 1).T
     level[np.diag_indices(blocks)] = rng.uniform(intra_lo, intra_hi, size=blocks)
@@ -296,7 +297,7 @@ def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: fl
     10
     """
     if not (0 < lo <= hi < math.inf):
-        raise ValueError("uniform_dist: need 0 < lo <= hi < inf")
+        raise UsageError("uniform_dist: need 0 < lo <= hi < inf")
     draws = np.random.default_rng(seed).uniform(lo, hi, size=(n, n))
     return _complete(n, lambda i, j: float(draws[i, j]), latency, memory, "uniform_dist",
                      routing)
@@ -329,7 +330,7 @@ def generate(name: str, params: dict[str, Any] | None = None) -> Cluster:
     try:
         func = GENERATORS[name]
     except KeyError:
-        raise ValueError(f"unknown topology generator {name!r}; known: {', '.join(GENERATORS)}") from None
+        raise UsageError(f"unknown topology generator {name!r}; known: {', '.join(GENERATORS)}") from None
     import inspect
 
     allowed = set(inspect.signature(func).parameters)
@@ -337,32 +338,32 @@ def generate(name: str, params: dict[str, Any] | None = None) -> Cluster:
     for key, raw in (params or {}).items():
         key = key.strip().replace("-", "_")
         if key not in allowed:
-            raise ValueError(f"{name}: unknown parameter {key!r}; parameters: {', '.join(sorted(allowed))}")
+            raise UsageError(f"{name}: unknown parameter {key!r}; parameters: {', '.join(sorted(allowed))}")
         if key == "routing":  # the one text parameter: the cluster's routing rule
             from dnnpart.devices.routing import check_rule
 
             try:
                 kwargs[key] = check_rule(str(raw).strip())
             except ValueError as exc:
-                raise ValueError(f"{name}: {exc}") from None
+                raise UsageError(f"{name}: {exc}") from None
             continue
         try:
             value = float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}: parameter {key}={raw!r} is not a number") from None
+            raise UsageError(f"{name}: parameter {key}={raw!r} is not a number") from None
         if key in _INT_PARAMS:
             if not value.is_integer():
-                raise ValueError(f"{name}: parameter {key} must be an integer, got {raw!r}")
+                raise UsageError(f"{name}: parameter {key} must be an integer, got {raw!r}")
             kwargs[key] = int(value)
         else:
             if math.isnan(value) or value < 0:
-                raise ValueError(f"{name}: parameter {key} must be >= 0, got {raw!r}")
+                raise UsageError(f"{name}: parameter {key} must be >= 0, got {raw!r}")
             kwargs[key] = value
     size = _planned_size(name, kwargs, inspect.signature(func).parameters)
     if size > MAX_GENERATED_DEVICES:
-        raise ValueError(f"{name}: {size} devices exceed the limit of {MAX_GENERATED_DEVICES}")
+        raise UsageError(f"{name}: {size} devices exceed the limit of {MAX_GENERATED_DEVICES}")
     if name not in ("dgx1",) and size < 1:
-        raise ValueError(f"{name}: needs at least one device, got {size}")
+        raise UsageError(f"{name}: needs at least one device, got {size}")
     return func(**kwargs)
 
 
@@ -394,8 +395,8 @@ def parse_generator_spec(spec: str) -> tuple[str, dict[str, str]]:
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--cluster {spec!r}: expected GENERATOR:key=value,..., got {item!r}")
+            raise UsageError(f"--cluster {spec!r}: expected GENERATOR:key=value,..., got {item!r}")
         if key.strip() in params:
-            raise ValueError(f"--cluster {spec!r}: parameter {key.strip()!r} given twice")
+            raise UsageError(f"--cluster {spec!r}: parameter {key.strip()!r} given twice")
         params[key.strip()] = value.strip()
     return name.strip(), params

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dnnpart._arrays import unique_ints
+from dnnpart.errors import UsageError
 from dnnpart.evaluate.latency import LatencyResult, derive_subgraphs, single_sample_latency
 from dnnpart.evaluate.replication import allreduce_time, checked_replication, combine_replicated
 from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
@@ -235,7 +236,7 @@ def _simulate(problem: Problem, plan: Plan, a: IntArray) -> tuple[float, FloatAr
         return float("inf"), static, {"error": "a node is placed on a device kind without its time"}
     if objective.kind == MAKESPAN:
         if plan.is_replicated:
-            raise ValueError("the makespan objective emulates one execution; it has no replicas")
+            raise UsageError("the makespan objective emulates one execution; it has no replicas")
         s = simulate.emulate_ops(problem.graph, cluster, a, curves=False)
         return s.makespan, s.peak_memory, {"makespan": s.makespan,
                                            "peak_memory_bytes": s.peak_memory.tolist()}
@@ -255,10 +256,10 @@ def _checked_assignment(problem: Problem, plan: Plan) -> IntArray:
     n, d = problem.graph.n_nodes, problem.cluster.n_devices
     a: IntArray = plan.assignment.astype(np.int64)
     if a.shape != (n,):
-        raise ValueError(f"plan assigns {a.shape[0]} nodes, the graph has {n}")
+        raise UsageError(f"plan assigns {a.shape[0]} nodes, the graph has {n}")
     if a.size and a.max() >= d:
         v = int(np.argmax(a >= d))
-        raise ValueError(
+        raise UsageError(
             f"plan puts node {problem.graph.label(v)} on device {a[v]}, "
             f"the cluster has {d} devices"
         )

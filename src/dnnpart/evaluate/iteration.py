@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.plan import LayerConfig, Plan
 from dnnpart.problem import Problem
 
@@ -45,14 +46,14 @@ def iteration_setting(problem: Problem) -> tuple[Any, Any, Any]:
 
     cluster = problem.cluster
     if any(d.kind != ACCELERATOR for d in cluster.devices):
-        raise ValueError("the iteration objective needs a cluster of accelerators only (paper 3's GPUs)")
+        raise UsageError("the iteration objective needs a cluster of accelerators only (paper 3's GPUs)")
     specs = {d.spec for d in cluster.devices}
     if None in specs:
-        raise ValueError("the iteration objective prices layers by the devices' roofline; the cluster's "
+        raise UsageError("the iteration objective prices layers by the devices' roofline; the cluster's "
                          "devices carry no spec (give --cluster as NxPRESET, e.g. 4xP100, or a "
                          "generator with device=PRESET)")
     if len(specs) > 1:
-        raise ValueError("the iteration objective prices every GPU with one roofline; the cluster mixes "
+        raise UsageError("the iteration objective prices every GPU with one roofline; the cluster mixes "
                          f"{', '.join(sorted(s.name for s in specs if s is not None))}")
     layers = layers_of(problem.graph).with_batch(problem.objective.batch * cluster.n_devices)
     bandwidth = np.array(cluster.bandwidth, dtype=np.float64)

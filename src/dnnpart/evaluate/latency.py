@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.pricing.loads import node_times
@@ -75,7 +76,7 @@ def single_sample_latency(
     every transfer at the host link and has no per-link rule yet.
     """
     if cluster.is_hierarchical:
-        raise ValueError(
+        raise UsageError(
             "single-sample latency does not model accelerator hierarchies (accelerators in "
             "several groups); use a flat cluster or the throughput objective"
         )

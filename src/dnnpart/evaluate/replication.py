@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import FloatArray, IntArray
 from dnnpart.plan import Plan
 from dnnpart.problem import LATENCY, Problem
@@ -39,19 +40,19 @@ def checked_replication(problem: Problem, plan: Plan) -> IntArray | None:
     cluster = problem.cluster
     r: IntArray = plan.replica_of.astype(np.int64)
     if r.shape != (cluster.n_devices,):
-        raise ValueError(
+        raise UsageError(
             f"plan replica_of has {r.shape[0]} entries, the cluster has {cluster.n_devices} devices"
         )
     kinds = np.array(cluster.kinds())
     bad = np.flatnonzero(kinds[r] != kinds)
     if bad.size:
         j = int(bad[0])
-        raise ValueError(
+        raise UsageError(
             f"{cluster.devices[j].name} ({kinds[j]}) cannot replicate the stage of "
             f"{cluster.devices[r[j]].name} ({kinds[r[j]]}): replicas must be of the same kind"
         )
     if plan.is_replicated and problem.objective.kind == LATENCY:
-        raise ValueError("replicated stages apply to the throughput objective, not latency")
+        raise UsageError("replicated stages apply to the throughput objective, not latency")
     return r
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnpart._optional import require
+from dnnpart.errors import UsageError
 from dnnpart.export.stages import StagedProgram, assemble_output
 
 HEADER_LEN = 16
@@ -54,7 +55,7 @@ def run_distributed(
     used = len(program.devices)
     world = used if nproc is None else nproc
     if world < used:
-        raise ValueError(f"the plan uses {used} devices; --nproc {world} is too few")
+        raise UsageError(f"the plan uses {used} devices; --nproc {world} is too few")
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-run-") as tmp:
         out_path = Path(tmp) / "outputs.pt"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dnnpart.errors import FormatError
+from dnnpart.errors import FormatError, UsageError
 
 if TYPE_CHECKING:
     from torch import fx
@@ -173,7 +173,7 @@ def assemble_output(program: StagedProgram, values: Mapping[str, Any]) -> Any:
 def run_locally(program: StagedProgram, inputs: Sequence[Any]) -> Any:
     """Run all stages in one process, in stage order (a reference for the distributed run)."""
     if len(inputs) != len(program.input_names):
-        raise ValueError(f"expected {len(program.input_names)} inputs, got {len(inputs)}")
+        raise UsageError(f"expected {len(program.input_names)} inputs, got {len(inputs)}")
     values: dict[str, Any] = dict(zip(program.input_names, inputs, strict=True))
     for stage in program.stages:
         results = stage.module(*(values[v] for v in stage.inputs))

@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from dnnpart.cost.model import CostModel
 from dnnpart.cost.ops import Work, operator_work
+from dnnpart.errors import UsageError
 from dnnpart.frontends.ir import ModelIR, layer_key, top_level
 from dnnpart.graph.core import Graph, LayerAttrs, build_graph
 from dnnpart.graph.training import add_backward_pass
@@ -135,7 +136,7 @@ def price_model(
     if cpu_times_ms is not None:
         cpu = np.asarray(cpu_times_ms, dtype=np.float64).reshape(-1)
         if cpu.shape != (n,):
-            raise ValueError(f"cpu_times_ms: expected {n} values, got {cpu.shape[0]}")
+            raise UsageError(f"cpu_times_ms: expected {n} values, got {cpu.shape[0]}")
         times[:, 0] = cpu
 
     producer: dict[str, int] = {}

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from dnnpart.errors import UsageError
+
 # -- torchvision-style ResNet with one ReLU module called several times ------------------
 
 
@@ -312,7 +314,7 @@ class SelfAttention(nn.Module):
     def __init__(self, hidden: int, heads: int, seq_len: int) -> None:
         super().__init__()
         if hidden % heads:
-            raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
+            raise UsageError(f"hidden size {hidden} is not a multiple of {heads} heads")
         self.heads, self.head_dim, self.seq_len, self.hidden = heads, hidden // heads, seq_len, hidden
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))

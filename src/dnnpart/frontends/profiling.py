@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart._optional import require
+from dnnpart.errors import UsageError
 from dnnpart.frontends.build import ImportedModel
 from dnnpart.frontends.ir import ModelIR
 
@@ -40,7 +41,7 @@ def profile_fx(
     from torch import fx
 
     if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+        raise UsageError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     samples: dict[str, list[float]] = defaultdict(list)
 
     class Timer(fx.Interpreter):
@@ -77,7 +78,7 @@ def profile_onnx(
     """
     ort = require("onnxruntime", extra="onnx", caller="ONNX profiling")
     if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+        raise UsageError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.enable_profiling = True

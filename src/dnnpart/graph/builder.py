@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import DEVICE_KINDS, NO_CLASS, Graph, build_graph
 
 
@@ -55,7 +56,7 @@ class GraphBuilder:
     ) -> int:
         """Add a node; ``acc_time=inf`` marks it unsupported on accelerators."""
         if self.device_kinds != DEVICE_KINDS:
-            raise ValueError("add_node(cpu_time=, acc_time=) needs the default device kinds")
+            raise UsageError("add_node(cpu_time=, acc_time=) needs the default device kinds")
         self._ids.append(int(node_id))
         self._names.append(str(node_id) if name is None else name)
         self._times.append((float(cpu_time), float(acc_time)))

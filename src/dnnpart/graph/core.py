@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.errors import InvalidGraphError
+from dnnpart.errors import InvalidGraphError, UnknownIdError, UsageError
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -277,7 +277,7 @@ class Graph:
         try:
             col = self.device_kinds.index(kind)
         except ValueError:
-            raise ValueError(
+            raise UsageError(
                 f"unknown device kind {kind!r}; this graph has {list(self.device_kinds)}"
             ) from None
         return self.compute_time[:, col]
@@ -338,7 +338,7 @@ class Graph:
         found = (len(sorted_ids) > 0) & (sorted_ids[pos] == ids)
         if not np.all(found):
             missing = ids[~found]
-            raise KeyError(f"unknown node id {int(missing[0])} ({missing.size} unknown in all)")
+            raise UnknownIdError(f"unknown node id {int(missing[0])} ({missing.size} unknown in all)")
         return order[pos].astype(np.int64)
 
     def label(self, v: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import NO_CLASS, NO_FORWARD, Graph, build_graph
 
 #: Suffix of a backward node's name (and op type) after its forward partner's.
@@ -87,19 +88,19 @@ def add_backward_pass(
     [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
     """
     if graph.is_training:
-        raise ValueError(
+        raise UsageError(
             f"the graph already has {int(graph.is_backward.sum())} backward nodes; "
             "add_backward_pass expects a forward-only graph"
         )
     if not (np.isfinite(backward_factor) and backward_factor > 0):
-        raise ValueError(f"backward_factor must be a finite number > 0, got {backward_factor}")
+        raise UsageError(f"backward_factor must be a finite number > 0, got {backward_factor}")
     n = graph.n_nodes
     if backward_memory_bytes is None:
         bw_memory = graph.memory_bytes
     else:
         bw_memory = np.asarray(backward_memory_bytes, dtype=np.float64).reshape(-1)
         if bw_memory.shape != (n,):
-            raise ValueError(
+            raise UsageError(
                 f"backward_memory_bytes must have one value per node ({n}), "
                 f"got {bw_memory.shape[0]}"
             )

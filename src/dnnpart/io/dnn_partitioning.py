@@ -29,7 +29,7 @@ import numpy as np
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.devices.presets import reference_cluster
-from dnnpart.errors import FormatError, InvalidGraphError
+from dnnpart.errors import FormatError, InvalidGraphError, UsageError
 from dnnpart.graph.core import (
     LAYER_TUPLE_FIELDS,
     MEMORY_CLASSES,
@@ -279,7 +279,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
     g, c = problem.graph, problem.cluster
     acc_mem = {c.devices[i].memory_bytes for i in c.accelerators}
     if len(acc_mem) > 1:
-        raise ValueError("the reference format needs identical accelerator memories")
+        raise UsageError("the reference format needs identical accelerator memories")
     cpu, acc = g.time_on("cpu"), g.time_on("accelerator")
     nodes = []
     for v in range(g.n_nodes):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.layers import LayerSpec, Shape
 
 __all__ = [
@@ -74,7 +75,7 @@ def enumerate_degrees(shape: Shape, dims: tuple[bool, ...], devices: int) -> Int
     [[1, 1, 1, 1], [1, 2, 1, 1], [2, 1, 1, 1], [2, 2, 1, 1], [4, 1, 1, 1]]
     """
     if devices < 1:
-        raise ValueError(f"devices must be >= 1, got {devices}")
+        raise UsageError(f"devices must be >= 1, got {devices}")
     choices = [
         [d for d in _powers_of_two_up_to(devices) if size % d == 0] if allowed else [1]
         for size, allowed in zip(shape, dims, strict=True)

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.configs import ConfigSpace
 from dnnpart.layerwise.layers import LayerSpec
 
@@ -83,7 +84,7 @@ def input_region(consumer: LayerSpec, k: int, lo: IntArray, hi: IntArray) -> tup
         nlo[..., 1] = lo[..., 1] - off
         nhi[..., 1] = hi[..., 1] - off
     elif op not in ("add", "softmax"):
-        raise ValueError(f"layer {consumer.name!r} of kind {op!r} has no inputs to read")
+        raise UsageError(f"layer {consumer.name!r} of kind {op!r} has no inputs to read")
     nlo = np.clip(nlo, 0, shape)
     nhi = np.clip(nhi, 0, shape)
     # a tile with no samples reads nothing, whatever its halo says

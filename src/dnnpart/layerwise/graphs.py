@@ -29,6 +29,7 @@ import numpy as np
 
 from dnnpart.cost.model import CostModel
 from dnnpart.cost.specs import load_catalog
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph, LayerAttrs, build_graph
 from dnnpart.layerwise.configs import config_space
 from dnnpart.layerwise.costs import BYTES_PER_ELEMENT, tile_forward_times
@@ -90,11 +91,11 @@ def layers_of(graph: Graph) -> LayerGraph:
     >>> layers_of(chain_graph(3))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: the graph has no layer attributes ...
+    dnnpart.errors.UsageError: the graph has no layer attributes ...
     """
     attrs = graph.layer_attrs
     if attrs is None or graph.param_bytes is None:
-        raise ValueError(
+        raise UsageError(
             "the graph has no layer attributes (op kind, shapes, kernels); the iteration objective "
             f"needs a layer graph: builtin:{'|'.join(LAYER_GRAPHS)}"
         )
@@ -112,22 +113,22 @@ def layers_from_attrs(graph: Graph) -> LayerGraph:
     """
     attrs, params = graph.layer_attrs, graph.param_bytes
     if attrs is None or params is None:
-        raise ValueError("the graph has no layer attributes or parameter bytes")
+        raise UsageError("the graph has no layer attributes or parameter bytes")
     foreign = sorted({k for k in attrs.kind if k not in OP_KINDS})
     if foreign:
-        raise ValueError(f"layer kinds {foreign[:5]} are not layer-graph kinds ({', '.join(OP_KINDS)}); "
+        raise UsageError(f"layer kinds {foreign[:5]} are not layer-graph kinds ({', '.join(OP_KINDS)}); "
                          "the iteration objective takes builtin layer graphs")
     node_of = {int(o): v for v, o in enumerate(graph.original_ids.tolist())}
     specs: list[LayerSpec] = []
     for v in range(graph.n_nodes):
         shape = attrs.output_shape[v]
         if len(shape) != 4:
-            raise ValueError(f"node {graph.label(v)}: output shape {shape} is not (N, C, H, W)")
+            raise UsageError(f"node {graph.label(v)}: output shape {shape} is not (N, C, H, W)")
         preds = sorted(int(u) for u in graph.pred_idx[graph.pred_ptr[v]:graph.pred_ptr[v + 1]])
         if attrs.inputs[v]:
             ordered = [node_of.get(int(o), -1) for o in attrs.inputs[v]]
             if sorted(set(ordered)) != preds:
-                raise ValueError(f"node {graph.label(v)}: its layer inputs {list(attrs.inputs[v])} "
+                raise UsageError(f"node {graph.label(v)}: its layer inputs {list(attrs.inputs[v])} "
                                  "are not its predecessors' ids")
             preds = ordered
         window = {}

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from dnnpart.cost.specs import load_catalog
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 
 __all__ = [
     "EDR_BPS", "NVLINK_BPS", "P100", "paper_bandwidth", "paper_cluster", "paper_cluster_spec",
@@ -79,7 +80,7 @@ def paper_cluster_spec(devices: int) -> str:
     'two-level:nodes=4,gpus=4,intra=20e9,inter=12.5e9,device=P100'
     """
     if devices < 1 or (devices > 4 and devices % 4):
-        raise ValueError(f"the paper's cluster takes 1-4 GPUs or whole nodes of 4, got {devices}")
+        raise UsageError(f"the paper's cluster takes 1-4 GPUs or whole nodes of 4, got {devices}")
     per_node = min(devices, 4)
     return f"two-level:nodes={devices // per_node},gpus={per_node},intra=20e9,inter=12.5e9,device=P100"
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from dnnpart.errors import UsageError
+
 __all__ = ["OP_KINDS", "LayerGraph", "LayerSpec", "NetBuilder", "Shape"]
 
 Shape = tuple[int, int, int, int]
@@ -108,7 +110,7 @@ class LayerGraph:
         ((64, 1, 4, 4),)
         """
         if batch < 1:
-            raise ValueError(f"batch must be >= 1, got {batch}")
+            raise UsageError(f"batch must be >= 1, got {batch}")
 
         def nb(shape: Shape) -> Shape:
             return (batch, shape[1], shape[2], shape[3])
@@ -128,7 +130,7 @@ class LayerGraph:
 def _out_len(size: int, k: int, s: int, p: int) -> int:
     out = (size + 2 * p - k) // s + 1
     if out < 1:
-        raise ValueError(f"window {k} stride {s} padding {p} does not fit size {size}")
+        raise UsageError(f"window {k} stride {s} padding {p} does not fit size {size}")
     return out
 
 
@@ -145,7 +147,7 @@ class NetBuilder:
 
     def _add(self, spec: LayerSpec) -> int:
         if any(spec.name == layer.name for layer in self._layers):
-            raise ValueError(f"duplicate layer name {spec.name!r}")
+            raise UsageError(f"duplicate layer name {spec.name!r}")
         self._layers.append(spec)
         return len(self._layers) - 1
 
@@ -184,14 +186,14 @@ class NetBuilder:
         """Element-wise sum (residual join, with folded ReLU)."""
         shapes = tuple(self.shape(s) for s in srcs)
         if len(set(shapes)) != 1:
-            raise ValueError(f"{name}: add of different shapes {shapes}")
+            raise UsageError(f"{name}: add of different shapes {shapes}")
         return self._add(LayerSpec(name, "add", tuple(srcs), shapes, shapes[0]))
 
     def concat(self, name: str, *srcs: int) -> int:
         """Channel concatenation, in the order given."""
         shapes = tuple(self.shape(s) for s in srcs)
         if len({(s[0], s[2], s[3]) for s in shapes}) != 1:
-            raise ValueError(f"{name}: concat of different (N, H, W) {shapes}")
+            raise UsageError(f"{name}: concat of different (N, H, W) {shapes}")
         n, _, h, w = shapes[0]
         return self._add(LayerSpec(name, "concat", tuple(srcs), shapes,
                                    (n, sum(s[1] for s in shapes), h, w)))

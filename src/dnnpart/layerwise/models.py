@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.layers import LayerGraph, NetBuilder
 
 __all__ = ["MODELS", "alexnet", "build_model", "inception_v3", "lenet5", "resnet50", "resnet152", "vgg16"]
@@ -230,4 +231,4 @@ def build_model(name: str, batch: int) -> LayerGraph:
     try:
         return MODELS[name](batch)
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None

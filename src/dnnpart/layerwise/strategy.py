@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.configs import DIMS, ConfigSpace, parallel_dims, tile_boxes
 from dnnpart.layerwise.layers import LayerGraph, LayerSpec
 from dnnpart.layerwise.tables import CostTables, build_tables, communication_bytes, iteration_time
@@ -79,17 +80,17 @@ def config_row(layer: LayerSpec, config: LayerConfig, devices: int) -> ConfigSpa
     ([[3, 1, -1, -1]], [4, 64, 224, 224])
     """
     if len(config.degrees) != len(DIMS):
-        raise ValueError(f"layer {layer.name!r}: degrees must be ({', '.join(DIMS)}), got {config.degrees}")
+        raise UsageError(f"layer {layer.name!r}: degrees must be ({', '.join(DIMS)}), got {config.degrees}")
     for d, size, ok, name in zip(config.degrees, layer.out_shape, parallel_dims(layer), DIMS, strict=True):
         if d > 1 and not ok:
-            raise ValueError(f"layer {layer.name!r} ({layer.op}) cannot be cut in dimension {name}")
+            raise UsageError(f"layer {layer.name!r} ({layer.op}) cannot be cut in dimension {name}")
         if size % d:
-            raise ValueError(f"layer {layer.name!r}: degree {d} does not divide {name} = {size}")
+            raise UsageError(f"layer {layer.name!r}: degree {d} does not divide {name} = {size}")
     if max(config.devices) >= devices:
-        raise ValueError(f"layer {layer.name!r}: device {max(config.devices)} is outside the "
+        raise UsageError(f"layer {layer.name!r}: device {max(config.devices)} is outside the "
                          f"cluster's {devices} devices")
     if config.tiles > devices:
-        raise ValueError(f"layer {layer.name!r}: {config.tiles} tiles on {devices} devices")
+        raise UsageError(f"layer {layer.name!r}: {config.tiles} tiles on {devices} devices")
     deg = np.asarray(config.degrees, dtype=np.int64)
     tlo, thi = tile_boxes(layer.out_shape, deg)
     lo = np.zeros((1, devices, 4), dtype=np.int64)
@@ -102,7 +103,7 @@ def config_row(layer: LayerSpec, config: LayerConfig, devices: int) -> ConfigSpa
 
 def _rows(graph: LayerGraph, configs: Sequence[LayerConfig], devices: int) -> tuple[ConfigSpace, ...]:
     if len(configs) != len(graph.layers):
-        raise ValueError(f"strategy has {len(configs)} configurations for {len(graph.layers)} layers")
+        raise UsageError(f"strategy has {len(configs)} configurations for {len(graph.layers)} layers")
     return tuple(config_row(layer, c, devices) for layer, c in zip(graph.layers, configs, strict=True))
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.configs import ConfigSpace, config_space
 from dnnpart.layerwise.costs import compute_time, sync_bytes, sync_time, transfer_costs
 from dnnpart.layerwise.layers import LayerGraph
@@ -75,12 +76,12 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     """
     bandwidth = np.asarray(bandwidth, dtype=np.float64)
     if bandwidth.shape != (devices, devices):
-        raise ValueError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
+        raise UsageError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
     if spaces is None:
         spaces = tuple(config_space(layer, devices) for layer in graph.layers)
     spaces = tuple(spaces)
     if len(spaces) != len(graph.layers):
-        raise ValueError(f"{len(spaces)} configuration spaces for {len(graph.layers)} layers")
+        raise UsageError(f"{len(spaces)} configuration spaces for {len(graph.layers)} layers")
     t_c = tuple(compute_time(layer, s, device) for layer, s in zip(graph.layers, spaces, strict=True))
     t_s = tuple(sync_time(layer, s, bandwidth) for layer, s in zip(graph.layers, spaces, strict=True))
     s_bytes = tuple(sync_bytes(layer, s) for layer, s in zip(graph.layers, spaces, strict=True))
@@ -110,7 +111,7 @@ def iteration_time(tables: CostTables, strategy: Sequence[int]) -> float:
     True
     """
     if len(strategy) != len(tables.spaces):
-        raise ValueError(f"strategy has {len(strategy)} entries for {len(tables.spaces)} layers")
+        raise UsageError(f"strategy has {len(strategy)} entries for {len(tables.spaces)} layers")
     total = sum(float(c[s]) for c, s in zip(tables.node_cost, strategy, strict=True))
     for (u, v), x in zip(tables.edges, tables.t_x, strict=True):
         total += float(x[strategy[u], strategy[v]])

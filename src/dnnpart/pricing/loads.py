@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from dnnpart._arrays import unique_ints
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import FloatArray, Graph, IntArray
 
 
@@ -144,4 +145,4 @@ def combine(compute: FloatArray, comm_in: FloatArray, comm_out: FloatArray, over
         return np.maximum(compute, comm_in + comm_out)
     if overlap == "full-duplex":
         return np.maximum(np.maximum(compute, comm_in), comm_out)
-    raise ValueError(f"unknown overlap mode {overlap!r}")
+    raise UsageError(f"unknown overlap mode {overlap!r}")

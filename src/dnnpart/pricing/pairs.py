@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.stages import nonnegative_array
 
 FloatArray = npt.NDArray[np.float64]
@@ -115,13 +116,13 @@ class Topology:
     ) -> Topology:
         bw = np.array(bandwidth, dtype=np.float64)
         if bw.ndim != 2 or bw.shape[0] != bw.shape[1]:
-            raise ValueError(f"bandwidth: expected a square (D, D) matrix, got shape {bw.shape}")
+            raise UsageError(f"bandwidth: expected a square (D, D) matrix, got shape {bw.shape}")
         d = int(bw.shape[0])
         bw = nonnegative_array("bandwidth", bw, (d, d))
         lat = (np.zeros((d, d)) if latency is None
                else np.array(nonnegative_array("latency", latency, (d, d))))
         if not np.all(np.isfinite(lat)):
-            raise ValueError("latency: values must be finite")
+            raise UsageError("latency: values must be finite")
         lat.flags.writeable = False
         inv = inverse_bandwidth(bw)
         inv.flags.writeable = False

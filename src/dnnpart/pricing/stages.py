@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.pricing.pairs import Topology, ring_allreduce_time
 from dnnpart.stages import FloatArray, IntArray, PipelineStages
 
@@ -67,7 +68,7 @@ def stage_times(
     comp = np.asarray(compute, dtype=np.float64)
     s_n = comp.shape[0]
     if len(devices) != s_n or any(len(d) == 0 for d in devices):
-        raise ValueError(f"devices: expected a non-empty replica list for each of the {s_n} stages")
+        raise UsageError(f"devices: expected a non-empty replica list for each of the {s_n} stages")
     r_n = max(len(d) for d in devices)
     out = np.tile(comp, (r_n, 1))
     if kind in ("p2p", "full"):
@@ -90,13 +91,13 @@ def check_mapping(stages: PipelineStages, topo: Topology, device_of: npt.ArrayLi
     """Validate a ``(R, S)`` mapping as a bijection onto ``range(D)``; return it as int64."""
     dev = np.asarray(device_of, dtype=np.int64)
     if dev.shape != (stages.replicas, stages.n_stages):
-        raise ValueError(f"device_of: expected shape {(stages.replicas, stages.n_stages)}, "
+        raise UsageError(f"device_of: expected shape {(stages.replicas, stages.n_stages)}, "
                          f"got {dev.shape}")
     if topo.n_devices != stages.n_devices:
-        raise ValueError(f"topology has {topo.n_devices} devices, the pipeline needs "
+        raise UsageError(f"topology has {topo.n_devices} devices, the pipeline needs "
                          f"S * R = {stages.n_devices}")
     if sorted(dev.reshape(-1).tolist()) != list(range(stages.n_devices)):
-        raise ValueError("device_of: must use every device exactly once")
+        raise UsageError("device_of: must use every device exactly once")
     return dev
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph import RESIDUAL, Graph
 
 Notify = Callable[[str], None]
@@ -104,7 +105,7 @@ def load_workload(model: str, specs: tuple[str, str]) -> tuple[str, Graph]:
             return spec, load_problem(spec).graph
         except Exception:  # not on this checkout (or needs an extra): try the stand-in
             continue
-    raise ValueError(f"{model}: none of {list(specs)} loads")
+    raise UsageError(f"{model}: none of {list(specs)} loads")
 
 
 def scale_batch(graph: Graph, factor: float) -> Graph:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnpart.baselines.graph_partitioner import scotch_program
+from dnnpart.errors import UsageError
 from dnnpart.io import read_problem
 from dnnpart.problem import Objective, Problem
 from dnnpart.reproduce import published as pub
@@ -132,7 +133,7 @@ def check_methods(methods: list[str] | None) -> None:
     >>> check_methods(["bogus"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: --methods: unknown column or method 'bogus'; choose from ...
+    dnnpart.errors.UsageError: --methods: unknown column or method 'bogus'; choose from ...
     """
     if not methods:
         return
@@ -141,7 +142,7 @@ def check_methods(methods: list[str] | None) -> None:
     known |= {s.method for s in (*specs.values(), *TABLE4_METHODS.values())}
     unknown = sorted(set(methods) - known)
     if unknown:
-        raise ValueError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
+        raise UsageError(f"--methods: unknown column or method {', '.join(map(repr, unknown))}; "
                          f"choose from {', '.join(sorted(known))}")
 
 

@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.costs import (
     BYTES_PER_ELEMENT,
     backward_factor,
@@ -164,7 +165,7 @@ def build_replay_tasks(graph: LayerGraph, configs: Sequence[LayerConfig], device
     (16, {'compute'})
     """
     if sync not in SYNC_MODES:
-        raise ValueError(f"sync: expected one of {', '.join(SYNC_MODES)}, got {sync!r}")
+        raise UsageError(f"sync: expected one of {', '.join(SYNC_MODES)}, got {sync!r}")
     bandwidth = np.asarray(bandwidth, dtype=np.float64)
     d = bandwidth.shape[0]
     inv = inverse_bandwidth(bandwidth)

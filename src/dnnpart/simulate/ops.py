@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import CONTROL, Graph
 from dnnpart.plan import Plan
 from dnnpart.pricing.loads import node_times
@@ -154,16 +155,16 @@ def contention_resources(graph: Graph, cluster: Cluster,
 def _inputs(graph: Graph, cluster: Cluster, assignment: npt.ArrayLike) -> tuple[IntArray, FloatArray]:
     a = np.asarray(assignment, dtype=np.int64).reshape(-1)
     if a.shape != (graph.n_nodes,):
-        raise ValueError(f"assignment has {a.shape[0]} entries, the graph has {graph.n_nodes} nodes")
+        raise UsageError(f"assignment has {a.shape[0]} entries, the graph has {graph.n_nodes} nodes")
     if a.size and (a.min() < 0 or a.max() >= cluster.n_devices):
         v = int(np.argmax((a < 0) | (a >= cluster.n_devices)))
-        raise ValueError(f"node {graph.label(v)} is on device {a[v]}; the cluster has "
+        raise UsageError(f"node {graph.label(v)} is on device {a[v]}; the cluster has "
                          f"{cluster.n_devices} devices")
     dur = node_times(graph, cluster, a)
     bad = np.flatnonzero(~np.isfinite(dur))
     if bad.size:
         v = int(bad[0])
-        raise ValueError(f"node {graph.label(v)} cannot run on {cluster.devices[a[v]].name} "
+        raise UsageError(f"node {graph.label(v)} cannot run on {cluster.devices[a[v]].name} "
                          "(no compute time for that device kind)")
     return a, dur
 
@@ -200,12 +201,12 @@ def emulate_ops(
         float(cluster.time_unit_s), bool(contention), path_ptr, path_res, n_res,
     )
     if nx < 0:
-        raise ValueError("the graph has a cycle; the emulator needs a DAG")
+        raise UsageError("the graph has a cycle; the emulator needs a DAG")
     if xe.size and not np.all(np.isfinite(xe)):
         k = int(np.argmax(~np.isfinite(xe)))
         src, dst = cluster.devices[a[xs[k]]].name, cluster.devices[xd[k]].name
         bw = cluster.bandwidth[a[xs[k]], xd[k]]
-        raise ValueError(f"no usable link from {src} to {dst} (bandwidth {bw})")
+        raise UsageError(f"no usable link from {src} to {dst} (bandwidth {bw})")
     if memory:
         peaks, mem_curves = track_memory(graph, a, start, finish, d, curves=curves)
     else:

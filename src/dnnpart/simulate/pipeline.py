@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.pricing.pairs import Topology, ring_allreduce_time
 from dnnpart.pricing.stages import stage_times as eq5_stage_times
 from dnnpart.simulate.pipeline_kernels import timing_kernel
@@ -160,17 +161,17 @@ def simulate_pipeline(
     (18.0, 0.3333)
     """
     if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
+        raise UsageError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
     if microbatches < 1:
-        raise ValueError(f"microbatches must be >= 1, got {microbatches}")
+        raise UsageError(f"microbatches must be >= 1, got {microbatches}")
     S, m = len(stages), int(microbatches)
     if S == 0:
-        raise ValueError("a pipeline needs at least one stage")
+        raise UsageError("a pipeline needs at least one stage")
     seen: set[int] = set()
     for stg in stages:
         for dv in stg.devices:
             if dv in seen or not 0 <= dv < cluster.n_devices:
-                raise ValueError(f"stage {stg.name}: device {dv} is out of range or in two stages")
+                raise UsageError(f"stage {stg.name}: device {dv} is out of range or in two stages")
             seen.add(dv)
     if edges is None:
         edges = [StageEdge(src=s, dst=s + 1, bytes=stages[s].activation_bytes)
@@ -232,7 +233,7 @@ def simulate_pipeline(
     ptr[1:] = np.cumsum(np.bincount(dst_all, minlength=n_ops))
     start, finish, timed = timing_kernel(dur, ptr, pred, delay)
     if timed < n_ops:
-        raise ValueError("the stage dependencies form a cycle (stages must be in a topological order)")
+        raise UsageError("the stage dependencies form a cycle (stages must be in a topological order)")
     allreduce = np.zeros(S)
     ar_start = np.zeros(S)
     step = float(finish.max())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
@@ -62,7 +63,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
     g, c = problem.graph, problem.cluster
     a = plan.assignment.astype(np.int64)
     if a.shape != (g.n_nodes,):
-        raise ValueError(f"plan assigns {a.shape[0]} nodes, the graph has {g.n_nodes}")
+        raise UsageError(f"plan assigns {a.shape[0]} nodes, the graph has {g.n_nodes}")
     primaries = np.unique(a)
     for dev in primaries.tolist():
         for part in (False, True):
@@ -70,7 +71,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
             if member.any():
                 u, _ = contiguity_violation(g.n_nodes, g.succ_ptr, g.succ_idx, member)
                 if u >= 0:
-                    raise ValueError(
+                    raise UsageError(
                         f"the pipeline objective needs a contiguous plan: the "
                         f"{'backward' if part else 'forward'} part on {c.devices[dev].name} is "
                         f"not contiguous (e.g. around {g.label(u)}); score it with makespan"
@@ -98,7 +99,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
                 ready.sort()
     if len(order) < len(succ):
         stuck = sorted(c.devices[d].name for d, k in indeg.items() if k > 0)
-        raise ValueError("the pipeline objective needs stages in a chain of data flow; devices "
+        raise UsageError("the pipeline objective needs stages in a chain of data flow; devices "
                          f"{', '.join(stuck)} feed each other in a cycle (non-contiguous plan)")
     index = {d: i for i, d in enumerate(order)}
     times = node_times(g, c, a)

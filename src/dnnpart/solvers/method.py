@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dnnpart import interrupt
+from dnnpart.errors import UsageError
 from dnnpart.plan import SolveResult
 from dnnpart.problem import OBJECTIVE_KINDS, OVERLAP_MODES, THROUGHPUT, TRAINING_FORMS, Problem
 
@@ -123,7 +124,7 @@ class Option:
     >>> Option("gap", float, 0.01, "gap", minimum=0.0, maximum=1.0).check(2.0, "ip")
     Traceback (most recent call last):
     ...
-    ValueError: ip: option gap: expected a number <= 1, got 2.0
+    dnnpart.errors.UsageError: ip: option gap: expected a number <= 1, got 2.0
     """
 
     name: str
@@ -155,7 +156,7 @@ class Option:
             return None
         if self.type is bool:
             if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"{where}: expected true or false, got {raw!r}")
+                raise UsageError(f"{where}: expected true or false, got {raw!r}")
             value = low in ("true", "1", "yes")
         elif self.type is int:
             try:
@@ -164,15 +165,15 @@ class Option:
                 try:
                     as_float = float(low)
                 except ValueError:
-                    raise ValueError(f"{where}: expected an integer, got {raw[:40]!r}") from None
+                    raise UsageError(f"{where}: expected an integer, got {raw[:40]!r}") from None
                 if not (math.isfinite(as_float) and as_float.is_integer()):
-                    raise ValueError(f"{where}: expected an integer, got {raw[:40]!r}") from None
+                    raise UsageError(f"{where}: expected an integer, got {raw[:40]!r}") from None
                 value = int(as_float)
         elif self.type is float:
             try:
                 value = float(low)
             except ValueError:
-                raise ValueError(f"{where}: expected a number, got {raw[:40]!r}") from None
+                raise UsageError(f"{where}: expected a number, got {raw[:40]!r}") from None
         return self.check(value, method)
 
     def check(self, value: Any, method: str = "") -> Any:
@@ -185,41 +186,41 @@ class Option:
             return value
         if self.type is bool:
             if type(value).__name__ not in ("bool", "bool_"):
-                raise ValueError(f"{where}: expected true or false, got {got}")
+                raise UsageError(f"{where}: expected true or false, got {got}")
             return bool(value)
         if self.type is str:
             if not isinstance(value, str):
-                raise ValueError(f"{where}: expected text, got {got}")
+                raise UsageError(f"{where}: expected text, got {got}")
             if self.choices and value not in self.choices:
-                raise ValueError(f"{where}: expected one of {list(self.choices)}, got {got}")
+                raise UsageError(f"{where}: expected one of {list(self.choices)}, got {got}")
             return value
         if isinstance(value, bool) or type(value).__name__ in ("bool_",):
-            raise ValueError(f"{where}: expected {'an integer' if self.type is int else 'a number'}, "
+            raise UsageError(f"{where}: expected {'an integer' if self.type is int else 'a number'}, "
                              f"got {got}")
         if self.type is int:
             if hasattr(value, "is_integer") and not isinstance(value, int):
                 if not (math.isfinite(float(value)) and float(value).is_integer()):
-                    raise ValueError(f"{where}: expected an integer, got {got}")
+                    raise UsageError(f"{where}: expected an integer, got {got}")
                 value = int(value)
             try:
                 value = int(value.__index__())
             except (AttributeError, TypeError):
-                raise ValueError(f"{where}: expected an integer, got {got}") from None
+                raise UsageError(f"{where}: expected an integer, got {got}") from None
             if abs(value) > _INT_MAX:
-                raise ValueError(f"{where}: expected an integer below 2**63, got {len(str(value))} digits")
+                raise UsageError(f"{where}: expected an integer below 2**63, got {len(str(value))} digits")
         else:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-                raise ValueError(f"{where}: expected a number, got {got}")
+                raise UsageError(f"{where}: expected a number, got {got}")
             try:
                 value = float(value)
             except (TypeError, ValueError, OverflowError):
-                raise ValueError(f"{where}: expected a number, got {got}") from None
+                raise UsageError(f"{where}: expected a number, got {got}") from None
             if not math.isfinite(value):
-                raise ValueError(f"{where}: expected a finite number, got {got}")
+                raise UsageError(f"{where}: expected a finite number, got {got}")
         if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"{where}: expected a number >= {self.minimum:g}, got {got}")
+            raise UsageError(f"{where}: expected a number >= {self.minimum:g}, got {got}")
         if self.maximum is not None and value > self.maximum:
-            raise ValueError(f"{where}: expected a number <= {self.maximum:g}, got {got}")
+            raise UsageError(f"{where}: expected a number <= {self.maximum:g}, got {got}")
         return value
 
 
@@ -352,7 +353,7 @@ class MethodInfo:
             if opt.name == key:
                 return opt
         valid = ", ".join(o.name for o in self.options) or "none"
-        raise ValueError(f"{self.name}: unknown option {name!r}; valid options: {valid}")
+        raise UsageError(f"{self.name}: unknown option {name!r}; valid options: {valid}")
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """Refuse unknown keys and wrong types; returns the normalised values."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dnnpart import interrupt
+from dnnpart.errors import UsageError
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Objective, Problem
 from dnnpart.solvers.method import (
@@ -188,14 +189,14 @@ def get_method(name: str) -> MethodInfo:
     >>> get_method("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown method 'nope'; choose one of ['brute-force', ...]
+    dnnpart.errors.UsageError: unknown method 'nope'; choose one of ['brute-force', ...]
     """
     if name not in _METHODS and name in BUILT_IN:
         _load(BUILT_IN[name])
     try:
         return _METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose one of {sorted(BUILT_IN)}") from None
+        raise UsageError(f"unknown method {name!r}; choose one of {sorted(BUILT_IN)}") from None
 
 
 def _method_plan(problem: Problem, name: str) -> Plan | None:
@@ -244,18 +245,18 @@ def solve(
     >>> solve(p, "brute-force", bogus=1)
     Traceback (most recent call last):
     ...
-    ValueError: brute-force: unknown option 'bogus'; valid options: max_assignments
+    dnnpart.errors.UsageError: brute-force: unknown option 'bogus'; valid options: ...
     """
     info = get_method(method)
     checked = info.check_options(options)  # one rule for every method, before anything else
     if type(deterministic) is not bool:
-        raise ValueError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
+        raise UsageError(f"{method}: option deterministic: expected true or false, got {deterministic!r}")
     if problem.objective.kind not in info.objectives:
-        raise ValueError(
+        raise UsageError(
             f"method {method!r} optimises {list(info.objectives)}, not {problem.objective.kind!r}"
         )
     if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+        raise UsageError(f"time_limit must be > 0 seconds, got {time_limit!r}")
     if time_limit is None:
         time_limit = info.default_time_limit
     elif math.isinf(time_limit):

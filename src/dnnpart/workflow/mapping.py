@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.errors import UsageError
 from dnnpart.stages import PipelineStages
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
@@ -85,13 +86,13 @@ def map_stage_graph(
     devices = cluster if isinstance(cluster, Cluster) else resolve_cluster(cluster).cluster
     topo = Topology.from_cluster(devices)
     if topo.n_devices != graph.n_devices:
-        raise ValueError(f"--cluster: the stage graph needs S * R = {graph.n_stages} * "
+        raise UsageError(f"--cluster: the stage graph needs S * R = {graph.n_stages} * "
                          f"{graph.replicas} = {graph.n_devices} accelerators, the cluster has "
                          f"{topo.n_devices}")
     if mapping not in MAPPINGS:
-        raise ValueError(f"--set mapping: expected parmesan, cs, p2p-first or random, got {mapping!r}")
+        raise UsageError(f"--set mapping: expected parmesan, cs, p2p-first or random, got {mapping!r}")
     if instantiation not in INSTANTIATIONS:
-        raise ValueError(f"--set instantiation: expected auto, p2p or allreduce, got {instantiation!r}")
+        raise UsageError(f"--set instantiation: expected auto, p2p or allreduce, got {instantiation!r}")
     kind: Instantiation = choose_instantiation(graph) if instantiation == "auto" \
         else ("p2p" if instantiation == "p2p" else "allreduce")
     baselines = {"cs": cs_mapping(graph), "p2p-first": p2p_first_mapping(graph),

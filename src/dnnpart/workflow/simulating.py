@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.workflow.planned import PlannedModel
@@ -94,7 +95,7 @@ def simulate_plan(
     problem = target.problem if isinstance(target, PlannedModel) else target
     if plan is None:
         if not isinstance(target, PlannedModel):
-            raise ValueError("simulate_plan: pass the plan of the problem")
+            raise UsageError("simulate_plan: pass the plan of the problem")
         plan = target.require_plan()
     objective = problem.objective
     schedule = schedule or objective.schedule
@@ -124,7 +125,7 @@ def simulate_plan(
         timeline = result.timeline
     else:
         if plan.is_replicated:
-            raise ValueError("--level ops emulates one execution; the plan replicates stages")
+            raise UsageError("--level ops emulates one execution; the plan replicates stages")
         result = simulate.emulate_ops(problem.graph, c, plan.assignment, contention=contention)
         names = [d.name for d in c.devices]
         summary = {"level": "ops", "makespan": result.makespan,
@@ -145,7 +146,7 @@ def _replay(problem: Problem, plan: Plan, sync: str,
     from dnnpart.simulate import replay_strategy, write_chrome_trace
 
     if problem.objective.kind != "iteration":
-        raise ValueError("--level layerwise replays layer-wise strategies: pass --objective iteration")
+        raise UsageError("--level layerwise replays layer-wise strategies: pass --objective iteration")
     layers, device, bandwidth = iteration_setting(problem)
     r = replay_strategy(layers, iteration_configs(problem, plan), device, bandwidth, sync=sync)
     summary: dict[str, Any] = {"level": "layerwise", "sync": sync, "replay_s": r.makespan,

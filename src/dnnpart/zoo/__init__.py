@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dnnpart.errors import UsageError
+
 if TYPE_CHECKING:
     from dnnpart.problem import Problem
 
@@ -117,7 +119,7 @@ def parse_spec(spec: str) -> ExampleSpec:
         elif match.group(3) and int(match.group(4)) in _RESNET_DEPTHS:
             parsed = ExampleSpec("resnet", int(match.group(4)), training)
     if parsed is None:
-        raise ValueError(
+        raise UsageError(
             f"unknown example {spec!r}; valid examples are {', '.join(EXAMPLES)} "
             f"(and {PREFIX}bert-<L>[-training] for any number of layers L >= 1)"
         )

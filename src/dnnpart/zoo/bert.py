@@ -23,6 +23,7 @@ is ~1.86 GFLOPs, 12 layers ~22.4 GFLOPs (the usual "11.2 G multiply-adds" figure
 
 from __future__ import annotations
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph
 from dnnpart.zoo.cost import BYTES_PER_ELEMENT
 from dnnpart.zoo.ops import OpGraph
@@ -67,13 +68,13 @@ def bert_ops(
     (41, 1.87)
     """
     if n_layers < 1:
-        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        raise UsageError(f"n_layers must be >= 1, got {n_layers}")
     for name, value in (("hidden", hidden), ("heads", heads), ("seq_len", seq_len),
                         ("batch", batch), ("n_labels", n_labels)):
         if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+            raise UsageError(f"{name} must be >= 1, got {value}")
     if hidden % heads:
-        raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+        raise UsageError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
     ffn = 4 * hidden if intermediate is None else intermediate
     tokens = batch * seq_len
     act = tokens * hidden  # elements of one (batch, seq, hidden) activation

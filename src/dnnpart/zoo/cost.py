@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.presets import PCIE3_X16_BANDWIDTH
+from dnnpart.errors import UsageError
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -68,9 +69,9 @@ class DeviceProfile:
         for attr in ("peak_flops", "memory_bandwidth"):
             value = getattr(self, attr)
             if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{self.name}: {attr} must be a finite number > 0, got {value}")
+                raise UsageError(f"{self.name}: {attr} must be a finite number > 0, got {value}")
         if not (np.isfinite(self.launch_overhead_ms) and self.launch_overhead_ms >= 0):
-            raise ValueError(
+            raise UsageError(
                 f"{self.name}: launch_overhead_ms must be >= 0, got {self.launch_overhead_ms}"
             )
 
@@ -129,7 +130,7 @@ def transfer_time_ms(
     1.0
     """
     if not (np.isfinite(bandwidth) and bandwidth > 0):
-        raise ValueError(f"bandwidth must be a finite number > 0, got {bandwidth}")
+        raise UsageError(f"bandwidth must be a finite number > 0, got {bandwidth}")
     result: FloatArray = np.asarray(n_bytes, dtype=np.float64) / bandwidth * _MS_PER_S
     return result
 

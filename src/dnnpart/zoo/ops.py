@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import DEVICE_KINDS, Graph, build_graph
 from dnnpart.zoo.cost import (
     ACCELERATOR_PROFILE,
@@ -92,10 +93,10 @@ class OpGraph:
         output once; ops that touch less (a view, a table lookup) pass their own figure.
         """
         if name in self._index:
-            raise ValueError(f"duplicate op name {name!r}")
+            raise UsageError(f"duplicate op name {name!r}")
         unknown = [i for i in inputs if i not in self._index]
         if unknown:
-            raise ValueError(f"op {name!r}: unknown input(s) {unknown}; add inputs first")
+            raise UsageError(f"op {name!r}: unknown input(s) {unknown}; add inputs first")
         weight_bytes = float(weight_elements) * BYTES_PER_ELEMENT
         output_bytes = float(output_elements) * BYTES_PER_ELEMENT
         if bytes_moved is None:
@@ -148,7 +149,7 @@ class OpGraph:
         (:func:`dnnpart.graph.training.add_backward_pass`).
         """
         if not self.ops:
-            raise ValueError("no ops to build a graph from")
+            raise UsageError("no ops to build a graph from")
         flops = np.array([op.flops for op in self.ops])
         moved = np.array([op.bytes_moved for op in self.ops])
         weight = np.array([op.weight_bytes for op in self.ops])

@@ -16,6 +16,7 @@ FLOPs count mul and add separately: ResNet-50 at 224x224 is ~8.2 GFLOPs, i.e. th
 
 from __future__ import annotations
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph
 from dnnpart.zoo.cost import BYTES_PER_ELEMENT
 from dnnpart.zoo.ops import OpGraph
@@ -57,11 +58,11 @@ def resnet_ops(
     (174, 8.2)
     """
     if depth not in RESNET_CONFIGS:
-        raise ValueError(
+        raise UsageError(
             f"unsupported ResNet depth {depth}; choose one of {sorted(RESNET_CONFIGS)}"
         )
     if image < 32 or batch < 1 or n_classes < 1:
-        raise ValueError(
+        raise UsageError(
             f"need image >= 32, batch >= 1, n_classes >= 1; got {image}, {batch}, {n_classes}"
         )
     kind, blocks = RESNET_CONFIGS[depth]

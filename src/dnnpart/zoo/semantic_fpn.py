@@ -18,6 +18,7 @@ and top-down ops, then one per head branch, then the classifier.
 
 from __future__ import annotations
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.core import Graph
 from dnnpart.zoo.ops import OpGraph
 from dnnpart.zoo.resnet import _BOTTLENECK_EXPANSION, _STAGE_WIDTHS, RESNET_CONFIGS, resnet_ops
@@ -40,7 +41,7 @@ def semantic_fpn_ops(
     ('classifier.upsample', True)
     """
     if image % 32:
-        raise ValueError(f"semantic_fpn: image must be a multiple of 32, got {image}")
+        raise UsageError(f"semantic_fpn: image must be a multiple of 32, got {image}")
     ops = resnet_ops(depth, image=image, batch=batch, head=False)
     kind, blocks = RESNET_CONFIGS[depth]
     expansion = _BOTTLENECK_EXPANSION if kind == "bottleneck" else 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.kernels import OVERLAP_CODES
 
@@ -58,7 +59,7 @@ def device_model(problem: Problem) -> DeviceModel:
             if (dev.memory_bytes, dev.speed) != (first.memory_bytes, first.speed) or (
                 cluster.host_link_scale[i] != cluster.host_link_scale[group[0]]
             ):
-                raise ValueError(
+                raise UsageError(
                     f"the DP needs identical {label} (memory, speed, host link); "
                     f"{first.name} and {dev.name} differ. Use the integer program for "
                     "heterogeneous clusters"
@@ -102,7 +103,7 @@ def allreduce_scale(problem: Problem, group: tuple[int, ...], label: str) -> flo
         return 0.0
     block = cluster.bandwidth[np.ix_(group, group)][~np.eye(len(group), dtype=np.bool_)]
     if block.min() != block.max():
-        raise ValueError(
+        raise UsageError(
             f"the DP with replication needs the same bandwidth between any two {label}; "
             f"they range from {block.min():.6g} to {block.max():.6g} B/s"
         )

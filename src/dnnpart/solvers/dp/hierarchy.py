@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.problem import Problem
 from dnnpart.solvers.dp.ideals import IdealLattice
@@ -71,7 +72,7 @@ def _one_value(values: npt.NDArray[np.float64], what: str) -> float:
     if values.size == 0:
         return 0.0
     if values.min() != values.max():
-        raise ValueError(
+        raise UsageError(
             f"the hierarchy DP needs one rate for {what}; they range from "
             f"{values.min():.6g} to {values.max():.6g} (use brute-force for general links)"
         )
@@ -96,7 +97,7 @@ def hierarchy_model(problem: Problem, comm_scale: float) -> HierarchyModel:
     labels = cluster.group[accs]
     groups = tuple(tuple(int(x) for x in accs[labels == g]) for g in np.unique(labels))
     if len({len(g) for g in groups}) != 1:
-        raise ValueError(
+        raise UsageError(
             "the hierarchy DP needs groups of equal size; got "
             f"{[len(g) for g in groups]} accelerators per group"
         )

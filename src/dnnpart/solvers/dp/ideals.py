@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart._jit import not_compiled
-from dnnpart.errors import ProblemTooLargeError
+from dnnpart.errors import ProblemTooLargeError, UsageError
 from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.solvers.dp.lattice_kernels import dfs_topological_order, enumerate_lattice
 
@@ -109,7 +109,7 @@ def enumerate_stage_ideals(
     4
     """
     if max_ideals < 1:
-        raise ValueError(f"max_ideals must be >= 1, got {max_ideals!r}")
+        raise UsageError(f"max_ideals must be >= 1, got {max_ideals!r}")
     n = stage.n_stage_nodes
     by_memory, max_edges = lattice_budget(n, int(max_memory_bytes), bytes_per_ideal)
     cap = int(min(max_ideals, by_memory))

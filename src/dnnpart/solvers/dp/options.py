@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.problem import Problem
 
 
@@ -19,10 +20,10 @@ def check_options(options: dict[str, Any], method: str) -> None:
     >>> check_options({"speed": 2}, "dp")
     Traceback (most recent call last):
     ...
-    ValueError: dp: unknown option(s) ['speed']
+    dnnpart.errors.UsageError: dp: unknown option(s) ['speed']
     """
     if options:
-        raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+        raise UsageError(f"{method}: unknown option(s) {sorted(options)}")
 
 
 def flag(value: Any, name: str) -> bool:
@@ -34,7 +35,7 @@ def flag(value: Any, name: str) -> bool:
     True
     """
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+        raise UsageError(f"{name} must be true or false, got {value!r}")
     return bool(value)
 
 
@@ -47,10 +48,10 @@ def check_cap(value: object, name: str) -> None:
     >>> check_cap(0, "max_ideals")
     Traceback (most recent call last):
     ...
-    ValueError: max_ideals must be an integer >= 1, got 0
+    dnnpart.errors.UsageError: max_ideals must be an integer >= 1, got 0
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise UsageError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def thread_count(threads: object) -> int:
@@ -65,7 +66,7 @@ def thread_count(threads: object) -> int:
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                    else (os.cpu_count() or 1))
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
     return int(threads)
 
 

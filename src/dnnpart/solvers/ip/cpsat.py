@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.interrupt import note_time_limit, run_blocking
 from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
@@ -204,7 +205,7 @@ def run_program(program: CpsatProgram, cp: Any, settings: BackendSettings, *,
     from ortools.sat.python import cp_model
 
     if settings.node_limit is not None:
-        raise ValueError("CP-SAT has no node limit (node_limit is a HiGHS setting)")
+        raise UsageError("CP-SAT has no node limit (node_limit is a HiGHS setting)")
     t0 = time.perf_counter() if started is None else started
     scale, offset, kinds = program.scale, program.offset, program.kinds
 

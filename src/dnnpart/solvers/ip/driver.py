@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
@@ -50,27 +51,27 @@ ROOT_SHARE = 0.15
 def _check(options: dict[str, Any], method: str) -> dict[str, Any]:
     unknown = set(options) - _KNOWN
     if unknown:
-        raise ValueError(f"{method}: unknown option(s) {sorted(unknown)}; valid: {sorted(_KNOWN)}")
+        raise UsageError(f"{method}: unknown option(s) {sorted(unknown)}; valid: {sorted(_KNOWN)}")
     backend = options.get("backend", "cpsat")
     if backend not in BACKEND_CHOICES:
-        raise ValueError(f"{method}: backend must be one of {list(BACKEND_CHOICES)}, got {backend!r}")
+        raise UsageError(f"{method}: backend must be one of {list(BACKEND_CHOICES)}, got {backend!r}")
     gap = float(options.get("gap", 0.01))
     if not (0.0 <= gap < 1.0):
-        raise ValueError(f"{method}: gap must be in [0, 1), got {gap!r}")
+        raise UsageError(f"{method}: gap must be in [0, 1), got {gap!r}")
     threads = options.get("threads")
     if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
-        raise ValueError(f"{method}: threads must be an integer >= 1, got {threads!r}")
+        raise UsageError(f"{method}: threads must be an integer >= 1, got {threads!r}")
     q = options.get("subgraphs_per_device")
     if q is not None and (isinstance(q, bool) or int(q) < 1):
-        raise ValueError(f"{method}: subgraphs_per_device must be an integer >= 1, got {q!r}")
+        raise UsageError(f"{method}: subgraphs_per_device must be an integer >= 1, got {q!r}")
     for flag in ("contiguous_cpus", "symmetry", "descent", "root"):
         if flag in options and not isinstance(options[flag], bool):
-            raise ValueError(f"{method}: {flag} must be True or False, got {options[flag]!r}")
+            raise UsageError(f"{method}: {flag} must be True or False, got {options[flag]!r}")
     if options.get("descent") and backend != "cpsat":
-        raise ValueError(f"{method}: descent runs on the cpsat backend, not {backend!r}")
+        raise UsageError(f"{method}: descent runs on the cpsat backend, not {backend!r}")
     deterministic = bool(options.get("deterministic", False))
     if deterministic and (backend == "highs" or options.get("descent")):
-        raise ValueError(f"{method}: deterministic runs use CP-SAT's deterministic time; HiGHS "
+        raise UsageError(f"{method}: deterministic runs use CP-SAT's deterministic time; HiGHS "
                          "and descent count wall seconds (use backend cpsat or portfolio)")
     return {
         "backend": backend, "gap": gap, "threads": None if threads is None else int(threads),
@@ -110,7 +111,7 @@ def _warm_candidates(problem: Problem, warm: Any) -> list[Plan]:
     if warm is None or warm == "none":
         return []
     if warm != "auto":
-        raise ValueError(f"warm_start must be 'auto', 'none', a method name or a Plan, got {warm!r}")
+        raise UsageError(f"warm_start must be 'auto', 'none', a method name or a Plan, got {warm!r}")
     if problem.objective.kind == LATENCY:
         plans = [_method_plan(problem, "greedy"),
                  _method_plan(problem.with_objective(Objective()), "dp"),
@@ -152,7 +153,7 @@ def _cpu_parts_in_space(problem: Problem, plan: Plan, contiguous_cpus: bool) -> 
 def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float | None,
          progress: Progress | None, options: dict[str, Any]) -> SolveResult:
     if problem.cluster.is_hierarchical:
-        raise ValueError(f"{method} does not model accelerator hierarchies (accelerators in "
+        raise UsageError(f"{method} does not model accelerator hierarchies (accelerators in "
                          "several groups, appendix C.3); use dp or brute-force")
     opts = _check(options, method)
     clock = Stopwatch(time_limit)
@@ -160,7 +161,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     built: ThroughputModel | LatencyModel
     if latency:
         if not contiguous:
-            raise ValueError(f"{method} optimises throughput; for latency use method 'ip' with "
+            raise UsageError(f"{method} optimises throughput; for latency use method 'ip' with "
                              "subgraphs_per_device=q (non-contiguous: q subgraphs per accelerator)")
         q = opts["q"] if opts["q"] is not None else 1
         built = build_latency(problem, subgraphs_per_device=q, contiguous_cpus=opts["contiguous_cpus"])
@@ -168,7 +169,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         space = _latency_space(q, opts["contiguous_cpus"])
     else:
         if opts["q"] is not None:
-            raise ValueError(f"{method}: subgraphs_per_device applies to latency objectives only")
+            raise UsageError(f"{method}: subgraphs_per_device applies to latency objectives only")
         built = build_throughput(problem, contiguous=contiguous,
                                  contiguous_cpus=opts["contiguous_cpus"], symmetry=opts["symmetry"])
         unplaceable = built.infeasible_unit
@@ -229,7 +230,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         remaining = time_limit  # deterministic time: the same budget whatever building or the root took
     descent = bool(opts["descent"])
     if descent and (latency or remaining is None):
-        raise ValueError(f"{method}: descent improves throughput plans within a time limit; "
+        raise UsageError(f"{method}: descent improves throughput plans within a time limit; "
                          "give time_limit and a throughput objective")
     if descent and remaining is not None:
         remaining *= 1 - DESCENT_SHARE

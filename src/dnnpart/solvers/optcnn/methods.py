@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import ITERATION, Problem
 from dnnpart.solvers.method import LAYERWISE, MethodInfo, Option, Progress, Stopwatch
@@ -33,7 +34,7 @@ _SPACE = "layer-wise configurations (power-of-two degrees in n, c, h, w; tiles o
 
 def _no_unknown(method: str, options: dict[str, Any]) -> None:
     if options:
-        raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+        raise UsageError(f"{method}: unknown option(s) {sorted(options)}")
 
 
 def _tables(problem: Problem) -> tuple[Any, float]:
@@ -81,7 +82,7 @@ def solve_optcnn(problem: Problem, /, *, time_limit: float | None = None, progre
     _no_unknown("optcnn", options)
     started = time.perf_counter()
     if isinstance(enum_limit, bool) or not isinstance(enum_limit, int) or enum_limit < 0:
-        raise ValueError(f"optcnn: option enum_limit must be an integer >= 0, got {enum_limit!r}")
+        raise UsageError(f"optcnn: option enum_limit must be an integer >= 0, got {enum_limit!r}")
     tables, table_s = _tables(problem)
     t0 = time.perf_counter()
     found = optimize_tables(tables, enum_limit=enum_limit)
@@ -183,7 +184,7 @@ def solve_dfs(problem: Problem, /, *, time_limit: float | None = None, progress:
     _no_unknown("optcnn-dfs", options)
     started = time.perf_counter()
     if not isinstance(prune, bool):
-        raise ValueError(f"optcnn-dfs: option prune must be true or false, got {prune!r}")
+        raise UsageError(f"optcnn-dfs: option prune must be true or false, got {prune!r}")
     tables, table_s = _tables(problem)
     # the stopwatch stops the search at the time limit and on Ctrl-C (the registry's stop
     # flag); the budget is only a backstop
