@@ -65,6 +65,34 @@ def test_a_library_value_error_is_internal_not_bad_input(monkeypatch: pytest.Mon
     assert code == 4, err
 
 
+@pytest.mark.parametrize("exc", [ValueError, KeyError, IndexError])
+def test_a_plain_error_from_our_own_code_is_a_bug(exc: type[Exception],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exit code follows the exception's type, not the file that raised it: a plain
+    ValueError/KeyError/IndexError raised in dnnpart (a numpy broadcast in our own line, a
+    lookup) is exit 4 with one line that names it, the traceback under ``--debug``; only the
+    errors raised on purpose for bad input (FormatError, UsageError...) are exit 2."""
+    from dnnpart.errors import UsageError
+    from dnnpart.workflow import summary
+
+    def ours(*args: object, **kwargs: object) -> None:
+        raise exc("contiguous")
+
+    monkeypatch.setattr(summary, "graph_summary", ours)
+    code, _, err = run_cli(["info", "zoo:bert-3"])
+    line = assert_one_error_line(code, err, must_name="internal error")
+    assert code == 4 and exc.__name__ in line and "rerun with --debug" in line
+    code, _, err = run_cli(["--debug", "info", "zoo:bert-3"])
+    assert code == 4 and "Traceback" in err and "rerun with --debug" not in err
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise UsageError("--set x: expected a number")
+
+    monkeypatch.setattr(summary, "graph_summary", refused)
+    code, _, err = run_cli(["info", "zoo:bert-3"])
+    assert code == 2 and "internal error" not in err
+
+
 def test_multi_line_messages_are_cut_to_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from dnnpart.errors import FormatError
     from dnnpart.workflow import summary
