@@ -16,9 +16,10 @@ Rows:
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/models.py [--quick]
+    PYTHONPATH=src python benchmarks/models.py [--quick] [--out docs/models.md]
 
-Writes ``docs/models.md`` (the table) and ``bench-results/models.json``.
+Writes the table to ``bench-results/models.md`` (or ``--out``; the published copy is
+``docs/models.md``) and the raw figures to ``bench-results/models.json``.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def formula_flops(kind: str, rec: dict[str, Any]) -> tuple[float, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the scale rows")
+    parser.add_argument("--out", type=Path, default=REPO / "bench-results" / "models.md",
+                        help="table file (default bench-results/models.md)")
     args = parser.parse_args()
     rows = []
     for name, (spec, kind) in SUITE.items():
@@ -181,7 +184,8 @@ def main() -> int:
             print(f"{key}: {rec['seconds']:.2f} s, {rec['peak_rss_mb']:.0f} MB", file=sys.stderr)
     (REPO / "bench-results").mkdir(exist_ok=True)
     (REPO / "bench-results" / "models.json").write_text(json.dumps({"rows": rows, "scale": scale}, indent=1))
-    (REPO / "docs" / "models.md").write_text(render(rows, scale))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(rows, scale))
     return 0
 
 
