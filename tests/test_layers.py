@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),
     ("solvers", "solvers.registry", "solvers.brute_force", "solvers.ip", "baselines",
      "solvers.parmesan", "solvers.pardnn", "solvers.optcnn", "solvers.dp", "solvers.result",
-     "solvers.method"),
+     "solvers.incumbent", "solvers.method"),
     ("zoo", "frontends"),
     ("evaluate",),
     ("simulate",),

@@ -15,12 +15,15 @@ Mechanism
   the flag (a long C call, a method that ignores the clock), raises :class:`Stopped` in the
   solving thread ``GRACE_S`` seconds after the flag was set (plus 5% of the limit when the
   limit set it). The
-  registry turns :class:`Stopped` into a result without a plan. The backstop waits while
+  registry turns :class:`Stopped` into a result with the best plan the method offered so
+  far (:mod:`dnnpart.solvers.incumbent`; none when it offered none). The backstop waits while
   numba compiles or loads a kernel (:func:`shielded`, :func:`shield_numba_compiles`): a
   compile cut midway would break the kernel for the rest of the process.
 * Blocking C solvers (CP-SAT, HiGHS) run in a helper thread through :func:`run_blocking`,
   which waits in short slices and calls the solver's own ``stop`` hook when the flag is set,
-  so they return their incumbent.
+  so they return their incumbent; a backstop landing meanwhile does not discard it. A
+  solver that may not hear its hook (HiGHS's child process in a MIP's root LP) is killed a second
+  after it, before the backstop: the caller then keeps its earlier phases' plan.
 
 The stop reason of a finished solve is in ``result.stats["stopped"]``; the CLI maps
 ``"interrupted"`` to exit 130.
@@ -328,12 +331,19 @@ def guard(time_limit: float | None = None) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def run_blocking(func: Callable[[], T], stop: Callable[[], None], *, poll_s: float = 0.05) -> T:
+def run_blocking(func: Callable[[], T], stop: Callable[[], None], *, poll_s: float = 0.05,
+                 kill: Callable[[], None] | None = None, kill_after_s: float = 1.0) -> T:
     """Run ``func`` (a blocking C call that releases the GIL) in a helper thread.
 
     The calling thread waits in ``poll_s`` slices; when the stop flag is set (or a
     ``KeyboardInterrupt`` arrives) it calls ``stop()`` once (the solver's own "stop now"
-    hook), then waits for ``func`` to return its incumbent.
+    hook), then waits for ``func`` to return its incumbent. A backstop :class:`Stopped` that
+    lands while it waits does not throw that answer away: the solver was asked to stop and
+    its incumbent is on the way (the backstop fires again after this returns); one landing
+    ``GRACE_S`` seconds after ``stop()`` is raised (the solver did not hear it). ``kill``,
+    for a solver that may not hear ``stop()`` (a child process busy in C code that checks no
+    flag), is called when ``func`` has not returned ``kill_after_s`` seconds after ``stop()``
+    (at once on a ``KeyboardInterrupt``); ``func`` must then return (or raise) at once.
 
     Examples
     --------
@@ -347,21 +357,46 @@ def run_blocking(func: Callable[[], T], stop: Callable[[], None], *, poll_s: flo
             box["value"] = func()
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+        finally:
+            box["done"] = True
 
     worker = threading.Thread(target=body, name="dnnpart-solver", daemon=True)
     worker.start()
-    stopped = False
-    try:
-        while worker.is_alive():
-            worker.join(poll_s)
-            if not stopped and stop_requested():
-                stopped = True
-                stop()
-    except BaseException:
-        if not stopped:
+    asked: list[float] = []  # when stop() was called
+
+    def ask() -> None:
+        if not asked:
+            asked.append(time.monotonic())
             stop()
-        worker.join()
-        raise
+
+    # Waits by sleeping, not Thread.join: an asynchronous exception (the backstop) landing in
+    # join can mark a running thread as ended (CPython 3.11's _wait_for_tstate_lock releases
+    # the lock the running thread holds), which would hand back no answer at all.
+    wait = 0.001
+    while "done" not in box:
+        try:
+            while "done" not in box:
+                time.sleep(wait)
+                wait = min(2 * wait, poll_s)
+                if stop_requested():
+                    ask()
+                if kill is not None and asked and time.monotonic() - asked[0] >= kill_after_s:
+                    kill()
+                    kill = None
+        except Stopped:
+            ask()
+            if time.monotonic() - asked[0] < GRACE_S:
+                continue  # the answer it was asked for is on the way: keep waiting
+            if kill is not None:
+                kill()
+            raise  # not heard: the backstop's case
+        except BaseException:
+            ask()
+            if kill is not None:
+                kill()
+            while "done" not in box:
+                time.sleep(poll_s)
+            raise
     if "error" in box:
         raise box["error"]
     value: T = box["value"]

@@ -19,6 +19,7 @@ from dnnpart import interrupt
 from dnnpart.errors import UsageError
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import Objective, Problem
+from dnnpart.solvers.incumbent import Incumbent, frame
 from dnnpart.solvers.method import (
     ANY,
     CONTIGUOUS,
@@ -225,6 +226,26 @@ def _method_plans(info: MethodInfo, problem: Problem, options: dict[str, Any]) -
     return out
 
 
+def _keep_incumbent(result: SolveResult, best: Incumbent | None) -> SolveResult:
+    """A stopped solve's result, with the best plan its phases offered
+    (:mod:`~dnnpart.solvers.incumbent`) where that beats the plan it returned.
+
+    The method's bound stays (a bound on its space holds whatever plan is kept) unless it
+    exceeds the kept plan's objective; the status is FEASIBLE: a stopped run proves nothing
+    more than its bound.
+    """
+    if best is None:
+        return result
+    if result.plan is not None and result.status is not Status.UNKNOWN \
+            and not best.objective < result.objective:
+        return result
+    bound = result.bound if result.bound is not None and result.bound <= best.objective else None
+    return dataclasses.replace(
+        result, status=Status.FEASIBLE, plan=best.plan, objective=best.objective, bound=bound,
+        provenance=f"{best.source}, kept when the run was stopped",
+        stats={**result.stats, "note": f"stopped; the best plan so far came from {best.source}"})
+
+
 def solve(
     problem: Problem, method: str = "dp", /, *, time_limit: float | None = None,
     progress: Progress | None = None, deterministic: bool = False, **options: Any,
@@ -266,19 +287,22 @@ def solve(
     # Deterministic runs stop on work, not the clock: the watchdog only backstops them.
     watch = time_limit if not checked.get("deterministic") or time_limit is None else 4 * time_limit + 10
     started = time.perf_counter()
-    try:
-        with interrupt.guard(watch):
-            checked = _method_plans(info, problem, checked)
-            result = info.func(problem, time_limit=time_limit, progress=progress, **checked)
-            reason = interrupt.stop_reason() or (interrupt.TIME_LIMIT if interrupt.time_limit_hit() else None)
-    except (interrupt.Stopped, SystemError) as exc:
-        if not interrupt.caused_by_stop(exc):  # a SystemError of its own is a bug: report it
-            raise
-        reason = interrupt.stop_reason() or interrupt.INTERRUPTED
-        result = SolveResult(status=Status.UNKNOWN, plan=None, objective=math.inf, method=method,
-                             wall_time_s=time.perf_counter() - started,
-                             stats={"note": "stopped before any plan was returned"})
+    with frame(problem) as kept:
+        try:
+            with interrupt.guard(watch):
+                checked = _method_plans(info, problem, checked)
+                result = info.func(problem, time_limit=time_limit, progress=progress, **checked)
+                reason = interrupt.stop_reason() or (
+                    interrupt.TIME_LIMIT if interrupt.time_limit_hit() else None)
+        except (interrupt.Stopped, SystemError) as exc:
+            if not interrupt.caused_by_stop(exc):  # a SystemError of its own is a bug: report it
+                raise
+            reason = interrupt.stop_reason() or interrupt.INTERRUPTED
+            result = SolveResult(status=Status.UNKNOWN, plan=None, objective=math.inf, method=method,
+                                 wall_time_s=time.perf_counter() - started,
+                                 stats={"note": "stopped before the method returned a plan"})
     if reason is not None:
+        result = _keep_incumbent(result, kept.best)
         result = dataclasses.replace(result, stats={**result.stats, "stopped": reason})
     if interrupt.depth() == 0:
         interrupt.reset()

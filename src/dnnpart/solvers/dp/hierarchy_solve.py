@@ -16,6 +16,7 @@ from dnnpart.solvers.dp.driver import run_dp
 from dnnpart.solvers.dp.hierarchy import HierarchyOutcome, hierarchy_model, run_hierarchy_dp
 from dnnpart.solvers.dp.ideals import enumerate_stage_ideals
 from dnnpart.solvers.dp.options import check_cap, search_space
+from dnnpart.solvers.incumbent import offer
 from dnnpart.solvers.method import Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
@@ -63,13 +64,14 @@ def solve_hierarchy(
                                 cpu_cap=model.cpu_cap, upper=upper, clock=clock,
                                 progress=progress)
 
-    upper = math.inf
+    upper, flat = math.inf, None
     if use_upper_bound:
         # The flat DP's split, priced on the hierarchy, bounds the optimum only if it lies in
         # the space; so a run below it that finds nothing is repeated without it.
         flat = run_dp(problem, stage, lattice, clock=clock, label="flat DP bound").plan()
         if flat is not None:
             upper = evaluate(problem, flat).objective
+            offer(problem, flat, "the flat DP's split", upper)
         stats["upper_bound"] = upper
     out = run(upper)
     priced = out.slices_priced
@@ -78,6 +80,8 @@ def solve_hierarchy(
         priced += out.slices_priced
     stats.update(slices_priced=priced, timed_out=not out.finished)
     plan = None if out.assignment is None else Plan(assignment=out.assignment)
+    if plan is None and not out.finished and flat is not None and math.isfinite(upper):
+        plan = flat  # stopped (time limit, Ctrl-C): the flat split is the best plan so far
     gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
     proven = out.finished and not gpipe
     bound = out.value if (gpipe and out.finished and plan is not None) else None

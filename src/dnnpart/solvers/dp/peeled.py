@@ -33,7 +33,8 @@ PEEL_RATIO = 0.25
 @dataclass(frozen=True, slots=True)
 class Peeled:
     """What the peeled relaxation found: its best plan of ``G`` and objective, whether that
-    is proven optimal, and the cell mask for the DP over ``G`` (``None`` when proven)."""
+    is proven optimal, and the cell mask for the DP over ``G`` (``None`` when proven, or when
+    a stop came before the mask was built)."""
 
     plan: Plan
     objective: float
@@ -123,7 +124,9 @@ def solve_peeled(
     rev_stage = relax.reverse_stage(sub_stage)
     rev_lattice = enumerate_stage_ideals(rev_stage)
     suffix = sub_dp(rev_stage, rev_lattice, objective, "peeled suffix")
-    if not (prefix.finished and suffix.finished) or prefix.table is None or suffix.table is None:
+    if not (prefix.finished and suffix.finished):
+        return Peeled(plan, objective, False, None)  # stopped: the plan is still the best so far
+    if prefix.table is None or suffix.table is None:
         return None
     complement = relax.complement_map(sub_lattice, rev_lattice, sub_stage.n_stage_nodes)
     mask = relax.cell_mask(prefix.table, suffix.table, complement, objective)

@@ -21,6 +21,7 @@ from dnnpart.solvers.dp.ideals import (
 )
 from dnnpart.solvers.dp.options import check_cap, check_options, flag, search_space, thread_count
 from dnnpart.solvers.dp.rows import THREADED_IDEALS
+from dnnpart.solvers.incumbent import offer
 from dnnpart.solvers.method import Progress, Stopwatch
 from dnnpart.solvers.result import result_from_plan
 
@@ -111,6 +112,7 @@ def solve_dp(
         dpl = run_dp(problem, stage, dfs_lattice(stage), clock=clock, label="DPL bound",
                      replication=replication)
         upper, incumbent = dpl.value, dpl.plan()
+        offer(problem, incumbent, "DPL (the DP's upper bound)")
         stats["upper_bound"] = upper
     n_threads = max_threads if lattice.n_ideals >= THREADED_IDEALS else 1
     gpipe = problem.graph.is_training and problem.objective.training == "gpipe"
@@ -127,6 +129,7 @@ def solve_dp(
                 **stats)
         if peeled is not None:
             upper, incumbent, cells = peeled.objective, peeled.plan, peeled.cell_mask
+            offer(problem, incumbent, "the peeled relaxation's extended plan")
             stats["upper_bound"] = upper
     out = run_dp(problem, stage, lattice, upper=upper, clock=clock, progress=progress,
                  replication=replication, work_bound=flag(work_bound, "work_bound"),

@@ -9,8 +9,10 @@ from typing import Any
 
 from dnnpart.errors import UsageError
 from dnnpart.evaluate import evaluate
+from dnnpart.interrupt import stop_requested
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import LATENCY, Objective, Problem
+from dnnpart.solvers.incumbent import offer
 from dnnpart.solvers.ip.backend import BACKEND_CHOICES, BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.bounds import build_packing_relaxation, cut_bound, packed_units
 from dnnpart.solvers.ip.latency import LatencyModel, build_latency
@@ -102,23 +104,27 @@ def _method_plan(problem: Problem, name: str) -> Plan | None:
     return result.plan
 
 
-def _warm_candidates(problem: Problem, warm: Any) -> list[Plan]:
-    """Warm-start plans: ``warm`` itself (a plan; a method name was turned into its plan by
-    :func:`~dnnpart.solvers.registry.solve`), none, or with ``"auto"`` DPL's (latency: the
-    greedy filling's and the DP's and DPL's throughput plans)."""
+def _warm_candidates(problem: Problem, warm: Any) -> list[tuple[str, Plan]]:
+    """Warm-start plans, each with the name of what made it: ``warm`` itself (a plan; a method
+    name was turned into its plan by :func:`~dnnpart.solvers.registry.solve`), none, or with
+    ``"auto"`` DPL's (latency: the greedy filling's and the DP's and DPL's throughput plans)."""
     if isinstance(warm, Plan):
-        return [warm]
+        return [("the given plan", warm)]
     if warm is None or warm == "none":
         return []
     if warm != "auto":
         raise UsageError(f"warm_start must be 'auto', 'none', a method name or a Plan, got {warm!r}")
     if problem.objective.kind == LATENCY:
-        plans = [_method_plan(problem, "greedy"),
-                 _method_plan(problem.with_objective(Objective()), "dp"),
-                 _method_plan(problem.with_objective(Objective()), "dpl")]
+        plans = [("greedy", _method_plan(problem, "greedy")),
+                 ("dp", _method_plan(problem.with_objective(Objective()), "dp")),
+                 ("dpl", _method_plan(problem.with_objective(Objective()), "dpl"))]
     else:
-        plans = [_method_plan(problem, "dpl")]
-    return [p for p in plans if p is not None]
+        plans = [("dpl", _method_plan(problem, "dpl"))]
+    return [(name, p) for name, p in plans if p is not None]
+
+
+#: How a backend's plan is named where a stop keeps it (the plan's provenance).
+_BACKEND_NAMES = {"cpsat": "CP-SAT", "highs": "HiGHS"}
 
 
 def _backend(name: str) -> Any:
@@ -158,6 +164,9 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     opts = _check(options, method)
     clock = Stopwatch(time_limit)
     latency = problem.objective.kind == LATENCY
+    if opts["descent"] and (latency or time_limit is None):
+        raise UsageError(f"{method}: descent improves throughput plans within a time limit; "
+                         "give time_limit and a throughput objective")
     built: ThroughputModel | LatencyModel
     if latency:
         if not contiguous:
@@ -181,8 +190,8 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
                        proven=True, gap=opts["gap"], stats=stats)
 
     # warm start: the best candidate inside the model's space, given as a hint
-    warm_plan, warm_value = None, math.inf
-    for cand in _warm_candidates(problem, opts["warm_start"]):
+    warm_plan, warm_value, warm_name = None, math.inf, ""
+    for name, cand in _warm_candidates(problem, opts["warm_start"]):
         if latency:
             placed = built.set_hint(cand) if isinstance(built, LatencyModel) else None
             # set_hint checks the accelerators' slots; the CPUs' parts must be contiguous too
@@ -194,17 +203,24 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
             continue
         value = evaluate(problem, cand).objective
         if value < warm_value:
-            warm_plan, warm_value = cand, value
+            warm_plan, warm_value, warm_name = cand, value, name
     built.model.hint.clear()
     if warm_plan is not None:
+        # the incumbent from here on: a stop in any later phase returns at least this plan
+        offer(problem, warm_plan, f"warm start ({warm_name})", warm_value)
         warm_plan = built.set_hint(warm_plan) or warm_plan
         stats["warm_start_objective"] = warm_value
+
+    # the unavoidable transfers of each unit's device (bounds.cut_bound); before the backends,
+    # so that a run stopped in them still has it (not after a stop: it takes seconds)
+    if not latency and not stop_requested():
+        stats["cut_bound"] = cut_bound(problem)
 
     # HiGHS's root node first (non-contiguous throughput, CP-SAT backends): see ROOT_SHARE
     root_seconds = None if time_limit is None else ROOT_SHARE * time_limit
     # a share under a second is less than starting HiGHS's process takes (as for the portfolio)
     root = (not latency and not contiguous and opts["root"] and opts["backend"] != "highs"
-            and (root_seconds is None or root_seconds >= 1.0))
+            and (root_seconds is None or root_seconds >= 1.0) and not stop_requested())
     root_bound, root_plan, root_value = -math.inf, None, math.inf
     if root:
         phase = _backend_phase(problem, built, "highs", root_seconds, {**opts, "threads": 1}, progress,
@@ -218,6 +234,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
             root_bound = phase.bound
         if phase.plan is not None and phase.value < warm_value:
             root_plan, root_value = phase.plan, phase.value
+            offer(problem, root_plan, "HiGHS's root node", root_value)
             # the root's plan becomes CP-SAT's hint only when it beats the warm start by more
             # than the gap: a smaller gain is kept as the incumbent anyway, and a new hint
             # starts CP-SAT on another trajectory (measured: docs/results/ip.md)
@@ -229,9 +246,6 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     if opts["deterministic"] and time_limit is not None:
         remaining = time_limit  # deterministic time: the same budget whatever building or the root took
     descent = bool(opts["descent"])
-    if descent and (latency or remaining is None):
-        raise UsageError(f"{method}: descent improves throughput plans within a time limit; "
-                         "give time_limit and a throughput objective")
     if descent and remaining is not None:
         remaining *= 1 - DESCENT_SHARE
     # the packing bound's share (not with descent, which keeps its own)
@@ -247,12 +261,13 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
     best, best_value, bound, certified = warm_plan, warm_value, root_bound, True
     if root_plan is not None:
         best, best_value = root_plan, root_value
-    if not latency:  # the unavoidable transfers of each unit's device (bounds.cut_bound)
-        stats["cut_bound"] = cut_bound(problem)
+    if "cut_bound" in stats:
         bound = max(bound, stats["cut_bound"])
     for i, name in enumerate(phases):
         if best is not None and _within(best_value, bound, opts["gap"]):
             break  # the warm start or the first backend is within the gap already
+        if stop_requested():
+            break  # Ctrl-C or the time limit came in an earlier phase: keep what it found
         seconds = remaining
         if len(phases) > 1 and time_limit is not None:
             seconds = ((remaining or 0.0) * PORTFOLIO_SHARE if i == 0
@@ -276,11 +291,12 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
             break
         if phase.plan is not None and phase.value < best_value:
             best, best_value = phase.plan, phase.value
+            offer(problem, best, _BACKEND_NAMES[name], best_value)
         certified &= phase.certified
         if phase.certified:
             bound = max(bound, phase.bound)
     n_packed = packed_units(problem, best_value) if reserve > 0 and best is not None else 0
-    if n_packed > 0 and not _within(best_value, bound, opts["gap"]):
+    if n_packed > 0 and not _within(best_value, bound, opts["gap"]) and not stop_requested():
         seconds = reserve if opts["deterministic"] else max(0.01, time_limit - clock.elapsed)  # type: ignore[operator]
         packing = _backend_phase(problem, build_packing_relaxation(problem, n_packed), opts["backend"]
                                  if opts["backend"] != "portfolio" else "cpsat", seconds, opts, progress)
@@ -288,7 +304,7 @@ def _run(problem: Problem, *, method: str, contiguous: bool, time_limit: float |
         if packing.certified and not packing.infeasible:
             bound = max(bound, packing.bound)
     stats["bound_certified"] = certified
-    if descent and best is not None and time_limit is not None:
+    if descent and best is not None and time_limit is not None and not stop_requested():
         best, best_value, bound = _descend(problem, best, best_value, bound, contiguous=contiguous,
                                            opts=opts, restart=warm_plan, seconds=time_limit - clock.elapsed,
                                            progress=progress, stats=stats)

@@ -25,6 +25,11 @@ from dnnpart.interrupt import request_stop, run_blocking, stop_requested
 from dnnpart.solvers.ip.backend import BackendOutcome, BackendSettings
 from dnnpart.solvers.ip.model import MipModel, RowKind, VarKind
 
+#: Seconds the child may take to answer a stop (Ctrl-C, a passed limit) before it is killed;
+#: below the backstop's grace (:data:`dnnpart.interrupt.GRACE_S`), so the caller still
+#: returns its best plan itself.
+KILL_AFTER_S = 1.0
+
 
 def solve_highs(model: MipModel, settings: BackendSettings) -> BackendOutcome:
     """Solve ``model`` with HiGHS, in a child process.
@@ -64,18 +69,27 @@ def solve_highs(model: MipModel, settings: BackendSettings) -> BackendOutcome:
 
     reader = threading.Thread(target=relay, args=(child.stderr,), daemon=True)
     reader.start()
-    child.stdin.write(payload)
-    child.stdin.close()
-    # the parent waits in slices: on Ctrl-C or a passed time limit it asks the child to stop
-    # (SIGINT: the child cancels HiGHS and sends back its incumbent)
-    stdout = child.stdout
-    result = run_blocking(stdout.read, lambda: child.send_signal(signal.SIGINT))
-    child.wait()
+    try:
+        child.stdin.write(payload)
+        child.stdin.close()
+        # the parent waits in slices: on Ctrl-C or a passed time limit it asks the child to
+        # stop (SIGINT: the child cancels HiGHS and sends back its incumbent), and kills it
+        # when HiGHS does not hear that in time (it checks for cancels in its simplex, IPM
+        # and branch and bound, not in the MIP's root LP): the caller keeps its earlier plans
+        stdout = child.stdout
+        result = run_blocking(stdout.read, lambda: child.send_signal(signal.SIGINT),
+                              kill=child.kill, kill_after_s=KILL_AFTER_S)
+    except BaseException:  # never leave the child running
+        child.kill()
+        raise
+    finally:
+        child.wait()
     reader.join()
     if (child.returncode != 0 or not result) and stop_requested():
-        # stopped before the child could start HiGHS (e.g. a tiny time limit): no answer
+        # stopped before the child could start HiGHS (e.g. a tiny time limit) or killed
+        # after not answering a stop: no answer
         return BackendOutcome(values=None, status="interrupted",
-                              stats={"backend_status": "Interrupted before start"})
+                              stats={"backend_status": "Interrupted before an answer"})
     if child.returncode != 0 or not result:
         raise RuntimeError("HiGHS child process failed: " + " / ".join(errors[-5:]))
     outcome: BackendOutcome = pickle.loads(result)
@@ -153,6 +167,9 @@ def _solve_in_process(model: MipModel, settings: BackendSettings) -> BackendOutc
                   now - started, file=sys.stderr, flush=True)
 
     h.cbMipInterrupt.subscribe(polled)
+    # cancelSolve is heard only with this on (it adds highspy's interrupt callbacks to the
+    # simplex, IPM and branch and bound); without it HiGHS ran on to its time limit
+    h.HandleUserInterrupt = True
     run_blocking(h.run, h.cancelSolve)
     status = h.getModelStatus()
     name = h.modelStatusToString(status)

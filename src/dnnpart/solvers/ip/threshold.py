@@ -38,6 +38,7 @@ import numpy.typing as npt
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
+from dnnpart.solvers.incumbent import offer
 from dnnpart.solvers.ip.backend import BackendSettings
 from dnnpart.solvers.ip.throughput import ThroughputModel, build_throughput, group_loads
 from dnnpart.solvers.method import Stopwatch
@@ -164,6 +165,7 @@ def descend(
                            "seconds": clock.elapsed})
         if plan is not None and objective < out.objective * (1 - _TIE):
             out.plan, out.objective = plan, objective
+            offer(problem, plan, "threshold descent", objective)
             if on_improve is not None:
                 on_improve(out.objective, clock.elapsed)
         if proven and len(tm.groups) == 1:
