@@ -86,8 +86,9 @@ def test_sigint_during_solve(method: str, graph_file: Path, tmp_path: Path) -> N
     lines = [line for line in err.splitlines() if line.strip()]
     if code == 130:
         assert sent and len(lines) == 1 and lines[0].startswith("interrupted"), err
-        if out_path.exists():
-            assert json.loads(out_path.read_text())["stopped"] == "interrupted"
+        if out_path.exists():  # the incumbent, marked; or, when the signal landed after the
+            # solve returned (while the plan was written), the finished plan, marked nothing
+            assert json.loads(out_path.read_text()).get("stopped", "interrupted") == "interrupted"
         assert wall < 0.5 + interrupt.GRACE_S + 3, f"{method} took {wall:.1f} s to stop"
     else:  # it finished (or refused the input) before the signal came
         assert code in (0, 1, 2), (code, err)
