@@ -228,7 +228,8 @@ def solve_pardnn(
                     memory_heuristic=step1, cp_split_threshold=threshold)
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
-    if step1 == "none" and lay.k > 1 and settings.runs:
+    portfolio = step1 == "none" and lay.k > 1 and settings.runs
+    if portfolio:
         from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
 
         device, more = step_one_portfolio(
@@ -266,13 +267,13 @@ def solve_pardnn(
                 f"{f.excess_bytes:.0f} bytes at t={f.time:g}"
                 + (f" while {graph.label(f.node)} runs" if f.node >= 0 else ""))
     plan = Plan(assignment=lay.to_global[device].astype(np.int32))
-    return result_from_plan(problem, plan, proven=False, provenance=provenance(stats), **common,
-                            **stats)
+    return result_from_plan(problem, plan, proven=False, provenance=provenance(stats) if portfolio else "",
+                            **common, **stats)
 
 
 def provenance(stats: dict[str, Any]) -> str:
-    """Where the plan came from: the kept step-1 candidate, its refinement and heuristic I's
-    moves; empty for the paper's algorithm alone (step 1 unrefined, then its heuristics).
+    """Where the plan of the step-1 portfolio came from: the kept candidate, its refinement
+    and heuristic I's moves (the caller leaves it empty where the portfolio did not run).
 
     Examples
     --------
@@ -283,11 +284,9 @@ def provenance(stats: dict[str, Any]) -> str:
     >>> provenance({"step1_source": "pardnn", "refine_moves": 0, "refine_evals": 7})
     'pardnn; the critical-chain refinement found no better move in 7 emulations'
     >>> provenance({"step1_source": "pardnn"})
-    ''
+    'pardnn, not refined'
     """
-    source = stats.get("step1_source")
-    if source is None or (source == "pardnn" and "refine_moves" not in stats):
-        return ""
+    source = stats.get("step1_source", "pardnn")
     if stats.get("refine_moves"):
         text = (f"{source}, refined along the emulated critical chain: {stats['refine_moves']} "
                 f"moves in {stats['refine_evals']} emulations")
