@@ -107,27 +107,8 @@ def test_every_objective_kind_has_a_problem_set() -> None:
 # known bugs (issue 27 fixes them; then the strict xfail turns red and the entry goes)
 # ---------------------------------------------------------------------------------------------
 
-def _pardnn_fewer_linear_clusters_than_accelerators(problem: Problem) -> bool:
-    """PARDNN's LC-slicing candidate maps its linear clusters with LFLAM, which gives the
-    first ``k`` clusters a device each (``cl_device[:k] = arange(k)``) and fails with a numpy
-    broadcast error when the linear clustering has fewer than ``k`` clusters (a chain on two
-    accelerators: one cluster)."""
-    from dnnpart.solvers.pardnn.baselines.linear_clustering import linear_clusters
-    from dnnpart.solvers.pardnn.method import Layout, _local_fixed, problem_costs
-
-    costs, lay = problem_costs(problem)
-    fixed = _local_fixed(problem.graph, Layout(problem))
-    _, ptr, _, _ = linear_clusters(costs, free=fixed < 0)
-    return lay.k > 1 and len(ptr) - 1 < lay.k
-
-
 #: method -> (predicate on the problem, what fails); xfail(strict=True) where the predicate holds
-KNOWN_CRASHES: dict[str, tuple[Callable[[Problem], bool], str]] = {
-    "pardnn": (_pardnn_fewer_linear_clusters_than_accelerators,
-               "issue 27: pardnn's LFLAM mapping of the linear clusters fails with 'could not "
-               "broadcast input array' when there are fewer linear clusters than accelerators "
-               "(solvers/pardnn/mapping.py prepare)"),
-}
+KNOWN_CRASHES: dict[str, tuple[Callable[[Problem], bool], str]] = {}
 
 
 def known_crash(method: str, problem: Problem) -> str | None:
@@ -601,18 +582,15 @@ def test_pipeline_plans_are_what_the_evaluator_runs() -> None:
     assert (0, 1, 0) in accepted and (0, 1, 2) in accepted
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=KNOWN_CRASHES["pardnn"][1])
 def test_pardnn_on_a_four_node_chain() -> None:
+    """One linear cluster, two accelerators: the LC-slicing candidate has fewer clusters than
+    devices (it crashed LFLAM once)."""
     from dnnpart.testing import chain_problem
 
     chain = chain_problem([1.0] * 4, n_accelerators=2).with_objective(Objective(kind=MAKESPAN))
     assert solve(chain, "pardnn").status is Status.FEASIBLE
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="issue 27: pardnn maps every op onto the accelerators' compute column; an "
-                          "op they cannot run (no accelerator time) makes emulate_ops raise "
-                          "'cannot run on acc0' though a CPU is there")
 def test_pardnn_with_an_op_only_the_cpu_runs() -> None:
     b = GraphBuilder()
     b.add_node(0, cpu_time=5.0, acc_time=1.0, memory_bytes=1.0)
@@ -641,14 +619,3 @@ def test_pipeline_methods_on_an_inference_chain_that_fits(method: str) -> None:
     result = solve(p, method)
     if result.status is Status.INFEASIBLE:
         raise FalseInfeasibleClaim(f"{method}: {result.stats.get('tried')}")
-
-
-def test_known_crash_predicate_on_a_chain() -> None:
-    """The 4-node chain of issue 27: one linear cluster, two accelerators."""
-    from dnnpart.testing import chain_problem
-
-    chain = chain_problem([1.0] * 4, n_accelerators=2).with_objective(Objective(kind=MAKESPAN))
-    assert known_crash("pardnn", chain) is not None
-    assert known_crash("pardnn", chain_problem([1.0] * 4, n_accelerators=1)
-                       .with_objective(Objective(kind=MAKESPAN))) is None
-    assert known_crash("cp-heuristic", chain) is None

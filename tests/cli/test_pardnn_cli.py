@@ -76,7 +76,51 @@ def test_solve_text_reports_heuristic_one(capsys, tmp_path):
         dev["memory_bytes"] = 1e5  # nothing fits: heuristic I must fail and say where
     path = tmp_path / "tight.json"
     path.write_text(json.dumps(data))
-    code, out, _ = run(capsys, "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
-                       "--cluster", str(path), "--set", "memory_heuristic=1")
+    plan = tmp_path / "plan.json"
+    code, out, err = run(capsys, "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
+                         "--cluster", str(path), "--set", "memory_heuristic=1", "-o", str(plan))
     assert code == 1  # the plan violates memory: no feasible plan
     assert "memory heuristic I failed:" in out and "overflows by" in out and "bytes at t=" in out
+    # why, naming the binding constraint; and no plan that `run` would refuse
+    why = [line for line in (out + err).splitlines() if line.startswith("why:")]
+    assert len(why) == 1 and "needs" in why[0] and "largest accelerator has 0.1 MB" in why[0]
+    assert not plan.exists() and "next: dnnpart run" not in out + err
+    assert f"no plan written to {plan}" in " ".join((out + err).split())
+    code, out, _ = run(capsys, "-q", "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
+                       "--cluster", str(path), "--json")
+    assert code == 1 and json.loads(out)["why"] == why[0].removeprefix("why: ")
+
+
+def _tight_cluster(tmp_path: Path, memory_bytes: float) -> Path:
+    from dnnpart.cost.clusters import resolve_cluster
+    from dnnpart.io.cluster_file import cluster_to_dict
+
+    data = cluster_to_dict(resolve_cluster("2xA100").cluster)
+    for dev in data["devices"]:
+        dev["memory_bytes"] = memory_bytes
+    path = tmp_path / "tight.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_plan_under_a_memory_cap_nothing_meets_says_why_and_writes_no_plan(capsys, tmp_path):
+    pytest.importorskip("torch", reason="plan imports a torch model")
+    model = ["module:dnnpart.frontends.models:shared_relu_resnet", "--input-shape", "1,3,16,16"]
+    plan = tmp_path / "plan.json"
+    cluster = str(_tight_cluster(tmp_path, 100.0))
+    code, out, err = run(capsys, "plan", *model, "--objective", "makespan", "--cluster", cluster,
+                         "-o", str(plan))
+    text = " ".join((out + err).split())
+    assert code == 1 and not plan.exists()
+    assert "why:" in text and "the largest accelerator has" in text
+    assert "next: dnnpart run" not in text and f"no plan written to {plan}" in text
+
+
+def test_provenance_reaches_the_text_and_the_plan_file(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    code, out, _ = run(capsys, "solve", GRAPH, "--objective", "makespan", "-m", "pardnn",
+                       "--cluster", "4xV100", "-o", str(plan))
+    stored = json.loads(plan.read_text())["provenance"]
+    assert code == 0 and stored.split(",")[0].split(";")[0] in (
+        "pardnn", "pardnn-lc-slicing", "pardnn-slicing-glb", "cp-heuristic")
+    assert f"plan from {stored}" in " ".join(out.split())

@@ -48,6 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.evaluate.diagnose import why_infeasible
     from dnnpart.limits import check_output_path
     from dnnpart.plan import Status
     from dnnpart.solvers import get_method
@@ -72,7 +73,13 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
         notify=out.note, progress=out.progress, **options)
     result = planned.result
     assert result is not None  # a fresh plan has its solver's result
-    if planned.plan is not None and args.out:
+    ev = planned.evaluation
+    # a plan that breaks a constraint is not written (see solve): `run` could not use it
+    feasible = planned.plan is not None and (ev is None or ev.feasible)
+    why = None if feasible else why_infeasible(planned.problem, planned.plan)
+    written = planned.plan is not None and bool(args.out) and (
+        feasible or result.stats.get("stopped") == "interrupted")
+    if written:
         planned.write(args.out)
     if planned.plan is not None and args.report:
         write_report(planned, args.report)
@@ -88,15 +95,21 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             payload["comparison"] = comparison
         if planned.evaluation is not None:
             payload["evaluation"] = planned.evaluation.to_dict(planned.problem)
+        if why is not None:
+            payload["why"] = why
         out.json(dumps(payload))
     else:
         if planned.imported is not None:
             print_model_summary(summary, out)
         out.print(out.result_line(result))
         print_plan(planned.problem, result, out, unit="ms", labels=planned.node_labels())
+        if why is not None and planned.plan is not None:  # without a plan print_plan says why
+            out.note(f"why: {why}")
         if comparison:
             out.print(comparison_table(comparison))
-        if args.out and planned.plan is not None:
+        if args.out and planned.plan is not None and not written:
+            out.note(f"no plan written to {args.out}: the plan found breaks the cluster's constraints")
+        elif written:
             nxt = (f"; next: dnnpart run {args.out} / dnnpart export {args.out}"
                    if planned.model_block is not None
                    else f"; score it with dnnpart evaluate {args.model} {args.out} --objective iteration")

@@ -30,6 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.evaluate import evaluate
+    from dnnpart.evaluate.diagnose import why_infeasible
     from dnnpart.io import plan_to_dict
     from dnnpart.limits import check_output_path
     from dnnpart.plan import Status
@@ -46,16 +47,24 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     with progress if progress is not None else contextlib.nullcontext():
         result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,
                        deterministic=deterministic, **options)
-    if result.plan is not None and args.out:
+    ev = evaluate(problem, result.plan) if result.plan is not None else None
+    # a plan that breaks a constraint (a heuristic's best, e.g. over memory) is not written:
+    # nothing downstream can use it; an interrupted solve's incumbent is, marked stopped
+    why = None if ev is not None and ev.feasible else why_infeasible(problem, result.plan)
+    written = ev is not None and bool(args.out) and (
+        ev.feasible or result.stats.get("stopped") == "interrupted")
+    if written:
         write_solved_plan(problem, result, args.out, args.graph)
     stopped = report_stop(out, result, args.out)
     if stopped is not None:
         return stopped
     if out.json_mode:
         payload = result.to_dict()
-        if result.plan is not None:
-            payload["evaluation"] = evaluate(problem, result.plan).to_dict(problem)
+        if result.plan is not None and ev is not None:
+            payload["evaluation"] = ev.to_dict(problem)
             payload["plan"] = plan_to_dict(problem, result.plan, result)
+        if why is not None:
+            payload["why"] = why
         out.json(dumps(payload))
         return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN
     out.print(out.result_line(result))
@@ -71,6 +80,8 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     print_plan(problem, result, out)
     if "violations" in st:
         out.print(f"[red]violations:[/] {safe(str(st['violations']))}")
+    if why is not None and result.plan is not None:  # without a plan print_plan says why
+        out.note(f"why: {why}")
     if "heuristic1_success" in st:  # PARDNN's memory heuristic I (paper 2, §3.2.1)
         if st["heuristic1_success"]:
             out.print(f"memory heuristic I: every device fits, {st['heuristic1_moved']} "
@@ -82,6 +93,8 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
         out.print(f"Algorithm 1: K = {st['final_nodes']} nodes after {st['node_eliminations']} node and "
                   f"{st['edge_eliminations']} edge eliminations ({st['completion']}); "
                   f"tables {st['table_time_s']:.2f} s, search {st['search_time_s']:.3f} s")
-    if args.out and result.plan is not None:
+    if written:
         out.note(f"plan written to {args.out}")
+    elif args.out and result.plan is not None:
+        out.note(f"no plan written to {args.out}: the plan found breaks the cluster's constraints")
     return EXIT_OK if result.plan is not None and result.status is not Status.UNKNOWN else EXIT_NO_PLAN

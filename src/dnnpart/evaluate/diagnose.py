@@ -1,7 +1,10 @@
 """Plain-language diagnostics of a problem and its plan: what binds, what was offloaded.
 
-* :func:`binding_constraint`: why no plan fits memory -- the largest single operator against
-  the largest accelerator, else the whole model against all accelerators together;
+* :func:`binding_constraint`: why no plan fits -- an operator no device of the cluster runs
+  (:func:`unrunnable_node`), else the largest single operator against the largest
+  accelerator, else the whole model against all accelerators together;
+* :func:`why_infeasible`: the line above, else the first constraint the plan a heuristic
+  found breaks (a method that returns its best plan though it breaks memory);
 * :func:`host_offload`: a plan that runs operators on a host CPU (slow; usually a sign the
   accelerators are too small), with the share of compute it takes there;
 * :func:`bottleneck` and :func:`bound_is_one_operator`: the most loaded stage, or the bound,
@@ -33,6 +36,9 @@ def binding_constraint(problem: Problem) -> str | None:
     >>> binding_constraint(dataclasses.replace(p, graph=g))
     "'0' needs 3 GB, the largest accelerator has 2 GB"
     """
+    unrunnable = unrunnable_node(problem)
+    if unrunnable is not None:
+        return unrunnable
     g, c = problem.graph, problem.cluster
     need = np.asarray(g.memory_bytes, dtype=float)
     if g.param_bytes is not None:
@@ -50,6 +56,56 @@ def binding_constraint(problem: Problem) -> str | None:
         return (f"the model needs {_gb(total)} in all, the {len(accs)} accelerators hold "
                 f"{_gb(float(cap.sum()))} together")
     return None
+
+
+def why_infeasible(problem: Problem, plan: Plan | None = None) -> str | None:
+    """Why no feasible plan came out, in one line: :func:`binding_constraint` when one holds
+    (no plan can meet it), else the first violation of ``plan`` (the method's best plan breaks
+    it; another plan might not); ``None`` when ``plan`` is feasible or neither says anything.
+
+    Examples
+    --------
+    >>> import dataclasses, numpy as np
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 1.0], n_accelerators=2, memory_bytes=1.5)
+    >>> p = dataclasses.replace(p, graph=dataclasses.replace(p.graph, memory_bytes=np.ones(2)))
+    >>> why_infeasible(p, Plan(assignment=[0, 0]))  # doctest: +NORMALIZE_WHITESPACE
+    'the plan found breaks acc0: memory 2 B exceeds capacity 1.5 B; no plan within the
+    constraints was found'
+    >>> why_infeasible(p, Plan(assignment=[0, 1])) is None
+    True
+    """
+    from dnnpart.evaluate import evaluate
+
+    if plan is not None:
+        ev = evaluate(problem, plan)
+        if ev.feasible:
+            return None
+    why = binding_constraint(problem)
+    if why is not None or plan is None:
+        return why
+    return f"the plan found breaks {ev.violations[0]}; no plan within the constraints was found"
+
+
+def unrunnable_node(problem: Problem) -> str | None:
+    """An operator that no device of the cluster can run (no finite compute time on any of
+    its kinds), in one line; ``None`` when every operator runs somewhere. Then no plan exists.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 1.0], n_accelerators=2)
+    >>> unrunnable_node(p) is None
+    True
+    """
+    g, c = problem.graph, problem.cluster
+    cols = [g.device_kinds.index(k) for k in set(c.kinds()) if k in g.device_kinds]
+    runs = np.isfinite(g.compute_time[:, cols]).any(axis=1)
+    if runs.all():
+        return None
+    v = int(np.flatnonzero(~runs)[0])
+    return (f"{int((~runs).sum())} operator(s), e.g. {g.names[v]!r}, run on no device of the "
+            f"cluster (it has {', '.join(sorted(set(c.kinds())))}; add a device that runs them)")
 
 
 def host_offload(problem: Problem, plan: Plan) -> str | None:

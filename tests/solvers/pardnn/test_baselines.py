@@ -89,3 +89,20 @@ def test_round_robin_and_lower_bound() -> None:
         zero = {e: 0.0 for e in edge_map(c)}
         longest = max(path_weight(c, p, zero) for p in all_paths(c, np.ones(c.n, bool)))
         assert makespan_lower_bound(c, k) == max(longest, c.comp.sum() / k)
+
+
+def test_glb_skips_empty_clusters_and_gives_them_no_load() -> None:
+    """Alg. 1's slicing has empty primaries once the graph runs out; GLB maps the others."""
+    from dnnpart.solvers.pardnn.baselines.linear_clustering import glb_est_first
+    from dnnpart.solvers.pardnn.inputs import Costs
+
+    chain = Costs.from_edges(4, [0, 1, 2], [1, 2, 3], comp=[1.0] * 4, comm=[1.0] * 3)
+    sl = slice_graph(chain, 3)  # primary 0 is the chain, primaries 1 and 2 are empty
+    assert [sl.members(i).size for i in range(sl.n_clusters)] == [4, 0, 0]
+    assert glb_est_first(chain, sl.cluster, sl.cl_ptr, sl.cl_nodes, 3).tolist() == [0, 0, 0, 0]
+    # two independent pairs with an empty cluster between them: the empty one weighs nothing,
+    # so the second pair goes to the least loaded device 1, not 2
+    pairs = Costs.from_edges(4, [0, 2], [1, 3], comp=[1.0] * 4, comm=[1.0, 1.0])
+    cluster = np.array([0, 0, 2, 2])
+    device = glb_est_first(pairs, cluster, np.array([0, 2, 2, 4]), np.array([0, 1, 2, 3]), 3)
+    assert device.tolist() == [0, 0, 1, 1]

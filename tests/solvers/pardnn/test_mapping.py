@@ -164,3 +164,23 @@ def test_mapping_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> 
             monkeypatch.setattr(k, name, obj.py_func)
     for c, f in zip(cases, fast, strict=True):
         np.testing.assert_array_equal(lflam(c, slice_graph(c, 3))[0], f)
+
+
+def test_lflam_takes_a_slicing_with_fewer_clusters_than_devices() -> None:
+    """Linear clustering of a chain is one cluster; mapped onto 2 or 3 devices, it is primary 0."""
+    from dnnpart.solvers.pardnn.baselines.linear_clustering import linear_clusters
+    from dnnpart.solvers.pardnn.inputs import Costs
+    from dnnpart.solvers.pardnn.mapping import lflam
+    from dnnpart.solvers.pardnn.slicing import Slicing
+
+    chain = Costs.from_edges(4, [0, 1, 2], [1, 2, 3], comp=[1.0] * 4, comm=[1.0] * 3)
+    cluster, ptr, nodes, _ = linear_clusters(chain)
+    assert len(ptr) - 1 == 1
+    for n_devices in (2, 3):
+        device, _ = lflam(chain, Slicing(cluster=cluster, cl_ptr=ptr, cl_nodes=nodes, k=n_devices))
+        assert device.tolist() == [0, 0, 0, 0]
+    # pinned nodes are in no cluster: the clusters' node list is shorter than the graph
+    fixed = np.array([-1, -1, -1, 1])
+    cluster, ptr, nodes, _ = linear_clusters(chain, free=fixed < 0)
+    device, _ = lflam(chain, Slicing(cluster=cluster, cl_ptr=ptr, cl_nodes=nodes, k=2), fixed)
+    assert device.tolist() == [0, 0, 0, 1]

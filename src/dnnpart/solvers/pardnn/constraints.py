@@ -8,6 +8,14 @@
   :mod:`dnnpart.solvers.pardnn.inputs`) and they hold no memory; they are placed freely.
 * A pinned op (``Graph.pin``) goes to the first device of its kind and is kept out of the
   clusters; the mapping counts its work on that device from the start.
+* An op the mapped-onto kind (the first device's) cannot run -- no finite compute time, e.g.
+  an op only the CPU implements -- is treated as pinned to the first device whose kind runs
+  it (choice: the paper assumes every op runs on every GPU; the first such device rather than
+  the fastest keeps all such ops on one host, as a pin would). None runs it: it stays free
+  and the evaluator reports the plan infeasible.
+* A colocation class (below) with a pinned member is pinned as a whole, to the device of its
+  lowest-numbered pinned member: the evaluator requires the class on one device. (A pin
+  still outranks following a variable: a pinned reference op does not pull its variable.)
 * ``forward_of`` constrains nothing (backward ops are placed freely). Colocation classes
   (``Graph.color_class``, "equal classes must share a device") are hard constraints of the
   shared evaluator for every objective, so they are honoured like reference ops:
@@ -21,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.graph import NO_CLASS, NO_PIN, REFERENCE, RESIDUAL, Graph
 from dnnpart.solvers.pardnn.inputs import IntArray
 
@@ -52,28 +62,57 @@ def reference_variables(graph: Graph) -> IntArray:
 
 
 def fixed_devices(graph: Graph, device_kinds: Sequence[str]) -> IntArray:
-    """Node -> device index for pinned nodes (first device of the pinned kind), ``-1`` else.
+    """Node -> device index for pinned nodes, ``-1`` for free ones (see the module docstring).
+
+    A pinned node goes to the first device of its kind; a node ``device_kinds[0]`` cannot
+    run, to the first device whose kind runs it; then every colocation class with a pinned
+    member goes where its lowest-numbered pinned member goes.
 
     Raises
     ------
-    ValueError
+    UsageError
         A node is pinned to a kind no device has.
 
     Examples
     --------
+    >>> import math
     >>> from dnnpart.graph import build_graph
-    >>> g = build_graph([0, 1], [0], [1], compute_time=[[1, 1]] * 2, edge_cost=[0], pin=[0, -1])
+    >>> g = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1, 1], [1, 1], [1, math.inf]],
+    ...                 edge_cost=[0, 0], pin=[0, -1, -1])
+    >>> g.device_kinds
+    ('cpu', 'accelerator')
     >>> fixed_devices(g, ["accelerator", "accelerator", "cpu"]).tolist()
-    [2, -1]
+    [2, -1, 2]
     """
     pins = graph.pins()
+    kinds = list(device_kinds)
     fixed = np.full(graph.n_nodes, -1, np.int64)
     for kind_index in np.unique(pins[pins != NO_PIN]):
         kind = graph.device_kinds[int(kind_index)]
-        if kind not in device_kinds:
+        if kind not in kinds:
             first = int(np.flatnonzero(pins == kind_index)[0])
-            raise ValueError(f"node {graph.label(first)} is pinned to {kind!r} but no device has that kind")
-        fixed[pins == kind_index] = list(device_kinds).index(kind)
+            raise UsageError(f"node {graph.label(first)} is pinned to {kind!r} but the cluster has "
+                             f"no device of that kind (it has {sorted(set(kinds))})")
+        fixed[pins == kind_index] = kinds.index(kind)
+    if kinds and kinds[0] in graph.device_kinds:
+        unrunnable = (fixed < 0) & ~np.isfinite(graph.time_on(kinds[0]))
+        for d, kind in enumerate(kinds):
+            if kind in graph.device_kinds and np.any(unrunnable):
+                runs = unrunnable & np.isfinite(graph.time_on(kind))
+                fixed[runs] = d
+                unrunnable &= ~runs
+    return _pin_classes(fixed, graph.color_class)
+
+
+def _pin_classes(fixed: IntArray, color_class: npt.NDArray[np.integer]) -> IntArray:
+    """Pin every colocation class with a pinned member to its lowest-numbered pinned
+    member's device."""
+    pinned = np.flatnonzero((fixed >= 0) & (color_class != NO_CLASS))[::-1]  # lowest id last
+    if pinned.size == 0:
+        return fixed
+    device_of = dict(zip(color_class[pinned].tolist(), fixed[pinned].tolist(), strict=True))
+    members = np.flatnonzero((fixed < 0) & np.isin(color_class, list(device_of)))
+    fixed[members] = [device_of[c] for c in color_class[members].tolist()]
     return fixed
 
 

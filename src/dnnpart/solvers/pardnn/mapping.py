@@ -82,8 +82,11 @@ def prepare(costs: Costs, slicing: Slicing, fixed: IntArray | None = None) -> Ma
     n_cl = slicing.n_clusters
     sizes = np.diff(slicing.cl_ptr)
     nonempty = sizes > 0
-    first = np.where(nonempty, slicing.cl_nodes[np.minimum(slicing.cl_ptr[:-1], max(n - 1, 0))], 0)
-    last = np.where(nonempty, slicing.cl_nodes[np.maximum(slicing.cl_ptr[1:] - 1, 0)], 0)
+    # pinned nodes are in no cluster: cl_nodes may be shorter than n, or empty (padded so that
+    # an empty cluster's index stays in range; its first/last node is never used)
+    padded = np.append(slicing.cl_nodes, 0)
+    first = np.where(nonempty, padded[slicing.cl_ptr[:-1]], 0)
+    last = np.where(nonempty, padded[np.maximum(slicing.cl_ptr[1:] - 1, 0)], 0)
     cl_weight = np.zeros(n_cl)
     if slicing.cl_nodes.size:
         np.add.at(cl_weight, slicing.cluster[slicing.cl_nodes], costs.comp[slicing.cl_nodes])
@@ -107,7 +110,8 @@ def prepare(costs: Costs, slicing: Slicing, fixed: IntArray | None = None) -> Ma
     if np.any((slicing.cluster < 0) & (device < 0)):
         raise ValueError("a node outside every cluster has no fixed device")
     cl_device = np.full(n_cl, -1, np.int64)
-    cl_device[:kk] = np.arange(kk)
+    primaries = min(kk, n_cl)  # a slicing may run out of nodes (and clusters) before K
+    cl_device[:primaries] = np.arange(primaries)
     n_levels = int(lv.shape[0])
     def trees(mask: np.ndarray) -> FloatArray:
         return np.stack([

@@ -27,17 +27,28 @@ default 200, fewer above 20k nodes) and the better is kept (``stats["step1_sourc
 ``pardnn``, ``pardnn-lc-slicing``, ``pardnn-slicing-glb`` or ``cp-heuristic``) as the
 placement the memory heuristics start from.
 Reason: on the captured training graphs the paper's step 1 alone is strictly faster than
-LC+GLB in 9 of 20 cells (``docs/methods/pardnn.md``). ``cp_guard=false lc_slicing=false
-glb_mapping=false refine_evals=0`` gives the paper's step 1 unchanged. None of it runs with
-``memory_heuristic=2`` (heuristic II is part of step 1 there).
+LC+GLB in 9 of 20 cells (``docs/methods/pardnn.md``). ``paper_only=true`` (the same as
+``cp_guard=false lc_slicing=false glb_mapping=false refine_evals=0``) gives the paper's
+algorithm alone; an explicit setting of one of those four that contradicts it is refused
+(:class:`~dnnpart.errors.UsageError` naming both). None of it runs with
+``memory_heuristic=2`` (heuristic II is part of step 1 there). The result's ``provenance``
+names the kept candidate and its refinement (empty for the paper's algorithm alone).
+
+An operator that no device of the cluster runs makes the instance infeasible: status
+``infeasible``, no plan (:func:`dnnpart.evaluate.diagnose.unrunnable_node` says which). An
+operator the accelerators cannot run but another device can is pinned to the first such
+device (:func:`~dnnpart.solvers.pardnn.constraints.fixed_devices`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dnnpart.errors import UsageError
+from dnnpart.evaluate.diagnose import unrunnable_node
 from dnnpart.graph import Graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.pricing.pairs import inverse_bandwidth, pair_time
@@ -60,7 +71,7 @@ class Layout:
         cluster = problem.cluster
         accs = list(cluster.accelerators)
         if not accs:
-            raise ValueError("cluster: PARDNN needs at least one accelerator")
+            raise UsageError("cluster: PARDNN needs at least one accelerator")
         others = [d for d in range(cluster.n_devices) if d not in accs]
         self.k = len(accs)
         self.to_global = np.array(accs + others, dtype=np.int64)
@@ -121,24 +132,77 @@ def _flag(value: bool | str | int, name: str) -> bool:
         return True
     if low in ("0", "false", "no", "off", "none"):
         return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
+    raise UsageError(f"pardnn: option {name}: expected true or false, got {value!r}")
 
 
 def _local_fixed(graph: Graph, lay: Layout) -> IntArray:
     return fixed_devices(graph, lay.kinds)
 
 
+#: The settings of the four options of ours that ``paper_only=true`` stands for.
+PAPER_ONLY: dict[str, bool | int] = {"cp_guard": False, "lc_slicing": False, "glb_mapping": False,
+                                     "refine_evals": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Portfolio:
+    """The step-1 portfolio settings after ``paper_only`` and the defaults are applied."""
+
+    cp_guard: bool
+    lc_slicing: bool
+    glb_mapping: bool
+    refine_evals: int | None
+
+    @property
+    def runs(self) -> bool:
+        """Whether anything beyond the paper's step 1 runs."""
+        return self.cp_guard or self.lc_slicing or self.glb_mapping or self.refine_evals != 0
+
+
+def portfolio_settings(paper_only: bool | str, cp_guard: bool | str | None, lc_slicing: bool | str | None,
+                       glb_mapping: bool | str | None, refine_evals: int | None) -> Portfolio:
+    """Resolve the options; ``None`` is "not set": on (``refine_evals``: auto) unless ``paper_only``.
+
+    Examples
+    --------
+    >>> portfolio_settings(True, None, False, None, 0).runs
+    False
+    >>> portfolio_settings(True, True, None, None, None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.UsageError: pardnn: option paper_only=true conflicts with cp_guard=true (...)
+    """
+    flags = {name: None if value is None else _flag(value, name)
+             for name, value in (("cp_guard", cp_guard), ("lc_slicing", lc_slicing),
+                                 ("glb_mapping", glb_mapping))}
+    if refine_evals is not None and int(refine_evals) < 0:
+        raise UsageError(f"pardnn: option refine_evals: expected >= 0, got {refine_evals!r}")
+    evals = None if refine_evals is None else int(refine_evals)
+    if _flag(paper_only, "paper_only"):
+        given: dict[str, bool | int | None] = {**flags, "refine_evals": evals}
+        for name, value in given.items():
+            if value is not None and value != PAPER_ONLY[name]:
+                text = str(value).lower() if isinstance(value, bool) else str(value)
+                raise UsageError(f"pardnn: option paper_only=true conflicts with {name}={text} "
+                                 "(paper_only turns cp_guard, lc_slicing, glb_mapping and the "
+                                 "refinement off)")
+        return Portfolio(cp_guard=False, lc_slicing=False, glb_mapping=False, refine_evals=0)
+    return Portfolio(cp_guard=flags["cp_guard"] is not False, lc_slicing=flags["lc_slicing"] is not False,
+                     glb_mapping=flags["glb_mapping"] is not False, refine_evals=evals)
+
+
 def solve_pardnn(
     problem: Problem, /, *, time_limit: float | None = None, progress: Progress | None = None,
     memory_heuristic: str | int = "auto", memory_fraction: float = MEMORY_FRACTION,
-    cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, cp_guard: bool | str = True,
-    lc_slicing: bool | str = True, glb_mapping: bool | str = True, refine_evals: int | None = None,
-    **_: Any,
+    cp_split_threshold: float | str | None = CP_SPLIT_THRESHOLD, paper_only: bool | str = False,
+    cp_guard: bool | str | None = None, lc_slicing: bool | str | None = None,
+    glb_mapping: bool | str | None = None, refine_evals: int | None = None, **_: Any,
 ) -> SolveResult:
     clock = Stopwatch(time_limit)
     memory_heuristic = str(memory_heuristic)  # the schema gives text; direct calls may pass 1
     if memory_heuristic not in ("auto", "none", "1", "2"):
-        raise ValueError(f"memory_heuristic must be one of auto, none, 1, 2; got {memory_heuristic!r}")
+        raise UsageError(f"pardnn: option memory_heuristic: expected one of auto, none, 1, 2; got "
+                         f"{memory_heuristic!r}")
     threshold: float | None
     if cp_split_threshold is None or (isinstance(cp_split_threshold, str)
                                       and cp_split_threshold.lower() in ("none", "off")):
@@ -146,7 +210,14 @@ def solve_pardnn(
     else:
         threshold = float(cp_split_threshold)
     if not 0 < float(memory_fraction) <= 1:
-        raise ValueError(f"memory_fraction must lie in (0, 1], got {memory_fraction!r}")
+        raise UsageError(f"pardnn: option memory_fraction: expected a number in (0, 1], got "
+                         f"{memory_fraction!r}")
+    settings = portfolio_settings(paper_only, cp_guard, lc_slicing, glb_mapping, refine_evals)
+    common: dict[str, Any] = {"method": "pardnn", "clock": clock, "search_space": "placements"}
+    nowhere = unrunnable_node(problem)
+    if nowhere is not None:  # no placement runs every op: proven infeasible
+        return result_from_plan(problem, None, proven=True, infeasible=nowhere, **common)
+    common["bound"] = makespan_bound(problem)
     graph = problem.graph
     costs, lay = problem_costs(problem)
     res, nor = node_memory(graph)
@@ -157,20 +228,19 @@ def solve_pardnn(
                     memory_heuristic=step1, cp_split_threshold=threshold)
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
-    if step1 == "none" and lay.k > 1:
+    portfolio = step1 == "none" and lay.k > 1 and settings.runs
+    if portfolio:
         from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
 
-        evals = None if refine_evals is None else int(refine_evals)
-        if evals is not None and evals < 0:
-            raise ValueError(f"refine_evals must be >= 0, got {refine_evals!r}")
         device, more = step_one_portfolio(
             graph, problem.cluster, costs, lay.k, lay.to_global, device, fixed, variable,
-            slicing=result.slicing, cp_guard=_flag(cp_guard, "cp_guard"),
-            lc_slicing=_flag(lc_slicing, "lc_slicing"), glb_mapping=_flag(glb_mapping, "glb_mapping"),
-            refine_evals=evals,
+            slicing=result.slicing, cp_guard=settings.cp_guard, lc_slicing=settings.lc_slicing,
+            glb_mapping=settings.glb_mapping, refine_evals=settings.refine_evals,
             time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0),
             stop=clock.expired)
         stats.update(more)
+    elif step1 == "none":
+        stats["step1_source"] = "pardnn"
     caps = memory_fraction * problem.cluster.memory_capacity()[lay.to_global[: lay.k]]
     if memory_heuristic == "auto":
         from dnnpart.simulate import emulate_ops
@@ -197,8 +267,39 @@ def solve_pardnn(
                 f"{f.excess_bytes:.0f} bytes at t={f.time:g}"
                 + (f" while {graph.label(f.node)} runs" if f.node >= 0 else ""))
     plan = Plan(assignment=lay.to_global[device].astype(np.int32))
-    return result_from_plan(problem, plan, method="pardnn", clock=clock, proven=False,
-                            bound=makespan_bound(problem), search_space="placements", **stats)
+    return result_from_plan(problem, plan, proven=False, provenance=provenance(stats) if portfolio else "",
+                            **common, **stats)
+
+
+def provenance(stats: dict[str, Any]) -> str:
+    """Where the plan of the step-1 portfolio came from: the kept candidate, its refinement
+    and heuristic I's moves (the caller leaves it empty where the portfolio did not run).
+
+    Examples
+    --------
+    >>> provenance({"step1_source": "cp-heuristic", "refine_moves": 3, "refine_evals": 41})
+    'cp-heuristic, refined along the emulated critical chain: 3 moves in 41 emulations'
+    >>> provenance({"step1_source": "pardnn-slicing-glb", "heuristic1_moved": 2})
+    'pardnn-slicing-glb, not refined; then memory heuristic I moved 2 nodes'
+    >>> provenance({"step1_source": "pardnn", "refine_moves": 0, "refine_evals": 7})
+    'pardnn; the critical-chain refinement found no better move in 7 emulations'
+    >>> provenance({"step1_source": "pardnn"})
+    'pardnn, not refined'
+    """
+    source = stats.get("step1_source", "pardnn")
+    if stats.get("refine_moves"):
+        text = (f"{source}, refined along the emulated critical chain: {stats['refine_moves']} "
+                f"moves in {stats['refine_evals']} emulations")
+    elif stats.get("refine_evals"):
+        text = (f"{source}; the critical-chain refinement found no better move in "
+                f"{stats['refine_evals']} emulations")
+    elif "refine_moves" in stats:
+        text = f"{source}; its critical chain offered the refinement no move to try"
+    else:
+        text = f"{source}, not refined"
+    if stats.get("heuristic1_moved"):
+        text += f"; then memory heuristic I moved {stats['heuristic1_moved']} nodes"
+    return text
 
 
 PARDNN = MethodInfo(
@@ -215,15 +316,18 @@ PARDNN = MethodInfo(
                minimum=1e-9, maximum=1.0),
         Option("cp_split_threshold", float, CP_SPLIT_THRESHOLD,
                "split the critical path above this ratio (none: never)", minimum=0.0, nullable=True),
-        Option("cp_guard", bool, True, "keep the CP heuristic's placement where it emulates "
-               "faster than step 1 (ours, not the paper's)"),
-        Option("lc_slicing", bool, True, "also try LFLAM on the linear-clustering slicing "
-               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; ours, not the paper's)"),
-        Option("glb_mapping", bool, True, "also try Alg. 1's slicing mapped by GLB (EST-first) "
-               "instead of LFLAM (ours, not the paper's)"),
+        Option("paper_only", bool, False, "the paper's algorithm alone: cp_guard, lc_slicing, "
+               "glb_mapping off and refine_evals=0 (an explicit contrary setting is refused)"),
+        Option("cp_guard", bool, None, "keep the CP heuristic's placement where it emulates "
+               "faster than step 1 (none: true unless paper_only; ours, not the paper's)"),
+        Option("lc_slicing", bool, None, "also try LFLAM on the linear-clustering slicing "
+               f"(graphs up to {LC_SLICING_MAX_NODES} nodes; none: true unless paper_only; ours, "
+               "not the paper's)"),
+        Option("glb_mapping", bool, None, "also try Alg. 1's slicing mapped by GLB (EST-first) "
+               "instead of LFLAM (none: true unless paper_only; ours, not the paper's)"),
         Option("refine_evals", int, None, "emulations for the critical-chain refinement of step 1 "
-               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes; 0: no "
-               "refinement; ours, not the paper's)", minimum=0),
+               f"(none: {REFINE_EVALS}, fewer above {REFINE_WORK // REFINE_EVALS} nodes, 0 with "
+               "paper_only; 0: no refinement; ours, not the paper's)", minimum=0),
     ),
     space=ANY,
 )

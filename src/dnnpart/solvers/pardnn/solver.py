@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnpart.errors import UsageError
 from dnnpart.graph import Graph
 from dnnpart.solvers.pardnn import kernels as kern
 from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices, follow_variables
@@ -67,13 +68,13 @@ def pardnn(
     [0, 0, 1, 0]
     """
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise UsageError(f"k must be >= 1, got {k}")
     if memory_heuristic not in MEMORY_HEURISTICS:
-        raise ValueError(
+        raise UsageError(
             f"memory_heuristic must be one of {list(MEMORY_HEURISTICS)}, got {memory_heuristic!r}"
         )
     if memory_heuristic == "1":
-        raise ValueError(
+        raise UsageError(
             "memory_heuristic=1 needs a cluster and the op-level emulator: use --method pardnn "
             "or dnnpart.solvers.pardnn.overflow.heuristic_one"
         )

@@ -66,10 +66,13 @@ def glb_est_first(costs: Costs, cluster: IntArray, cl_ptr: IntArray, cl_nodes: I
     key = np.where(cluster >= 0, cluster, -2 - np.arange(costs.n))  # unclustered: each its own
     comm_cl = np.where(key[src] != key[costs.succ_idx], costs.comm, 0.0)
     tl, _ = levels(costs, comm=comm_cl)
-    first = cl_nodes[cl_ptr[:-1]]
-    order = np.lexsort((first, tl[first]))
-    weight = np.add.reduceat(costs.comp[cl_nodes], cl_ptr[:-1]) if cl_nodes.size else np.zeros(0)
-    device_of = np.zeros(len(first), np.int64)
+    n_cl = len(cl_ptr) - 1
+    # a slicing may hold empty clusters (primaries after the graph ran out): they get no device
+    nonempty = np.flatnonzero(np.diff(cl_ptr) > 0)
+    first = cl_nodes[cl_ptr[nonempty]]
+    order = nonempty[np.lexsort((first, tl[first]))]
+    weight = np.bincount(cluster[cl_nodes], weights=costs.comp[cl_nodes], minlength=n_cl)
+    device_of = np.zeros(n_cl, np.int64)
     loads = [0.0] * k
     for c in order.tolist():
         d = min(range(k), key=lambda q: (loads[q], q))
