@@ -53,6 +53,7 @@ from dnnpart.graph import Graph
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.pricing.pairs import inverse_bandwidth, pair_time
 from dnnpart.problem import MAKESPAN, Problem
+from dnnpart.solvers.incumbent import offer
 from dnnpart.solvers.method import ANY, MethodInfo, Option, Progress, Stopwatch
 from dnnpart.solvers.pardnn.constraints import colocation_leaders, fixed_devices
 from dnnpart.solvers.pardnn.inputs import Costs, FloatArray, IntArray
@@ -229,6 +230,8 @@ def solve_pardnn(
     device = result.device
     stats: dict[str, Any] = {k: v for k, v in result.info.items()}
     portfolio = step1 == "none" and lay.k > 1 and settings.runs
+    if portfolio or memory_heuristic in ("1", "auto"):  # a later phase may be cut by a stop
+        offer(problem, Plan(assignment=lay.to_global[device].astype(np.int32)), "pardnn step 1")
     if portfolio:
         from dnnpart.solvers.pardnn.portfolio import step_one_portfolio
 
@@ -239,6 +242,9 @@ def solve_pardnn(
             time_limit=None if time_limit is None else max(0.5 * (time_limit - clock.elapsed), 0.0),
             stop=clock.expired)
         stats.update(more)
+        if memory_heuristic in ("1", "auto"):
+            offer(problem, Plan(assignment=lay.to_global[device].astype(np.int32)),
+                  provenance(stats))
     elif step1 == "none":
         stats["step1_source"] = "pardnn"
     caps = memory_fraction * problem.cluster.memory_capacity()[lay.to_global[: lay.k]]
