@@ -92,6 +92,7 @@ def test_routing_equals_brute_force_over_simple_paths(topo):
                 at = x[1] if x[0] == at else x[0]
                 bott, lat_sum = min(bott, x[2]), lat_sum + x[3]
             assert at == t and (bott, lat_sum, len(path)) == (bw[s, t], lat[s, t], hops[s, t])
+    # the kernel's own source (``.py_func``) gives the same matrices: a compilation check
     twin = route_kernel.py_func(d, np.array(a, np.int64), np.array(b, np.int64),
                                 np.array([x[2] for x in links]), np.array([x[3] for x in links]))
     for x, y in zip(twin, (bw, lat, hops), strict=True):

@@ -179,7 +179,9 @@ def test_emulator_equals_naive_twin_and_memory_equals_eq2(case):
 
 @settings(max_examples=25, deadline=None)
 @given(cases())
-def test_kernel_equals_its_plain_python_twin(case):
+def test_emulate_kernel_compiles_like_its_source(case):
+    """A compilation check against the kernel's own source (``.py_func``); correctness:
+    :func:`test_emulator_equals_naive_twin_and_memory_equals_eq2`."""
     g, c, a, contention = case
     from dnnpart.pricing.loads import node_times
     from dnnpart.simulate import transfer_bytes
@@ -268,7 +270,9 @@ def test_track_memory_without_curves_gives_the_same_peaks():
 
 @settings(max_examples=60, deadline=None)
 @given(cases())
-def test_memory_sweep_equals_its_plain_python_twin(case):
+def test_memory_sweep_compiles_like_its_source(case):
+    """A compilation check against the kernel's own source (``.py_func``); correctness:
+    :func:`test_emulator_equals_naive_twin_and_memory_equals_eq2` (Eq. 2 by brute force)."""
     g, c, a, contention = case
     from dnnpart.simulate.memory_kernels import memory_sweep
 

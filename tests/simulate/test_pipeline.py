@@ -221,7 +221,9 @@ def test_bad_pipelines_are_refused():
 
 @settings(max_examples=30, deadline=None)
 @given(pipelines())
-def test_timing_kernel_equals_its_plain_python_twin(case):
+def test_timing_kernel_compiles_like_its_source(case):
+    """A compilation check against the kernel's own source (``.py_func``); correctness:
+    :func:`test_pipeline_equals_naive_twin` and ``tests/twins/test_pipeline_timing_twin.py``."""
     from dnnpart.simulate import pipeline_kernels as pk
 
     stages, c, m, schedule, _, training = case

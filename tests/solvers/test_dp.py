@@ -28,6 +28,7 @@ from dnnpart.solvers.dp.bounds import work_bound
 from dnnpart.solvers.dp.devices import device_model
 from dnnpart.testing import chain_problem, random_problem
 from dnnpart.testing import dp_row_twins as row_twins
+from dnnpart.testing.jit import compiled
 
 WORKLOADS = (
     Path(__file__).resolve().parents[2] / ".." / "shared" / "workloads" / "dnn-partitioning"
@@ -362,16 +363,25 @@ def test_ideal_count_matches_reference(seed: int, n_nodes: int, edge_prob: float
             assert diff.tolist() == [lattice.down_node[e]]
 
 
-def test_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lattice_and_fill_kernels_compile_like_their_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compilation check: the compiled lattice, order and row kernels give what their own
+    source gives run as Python (``.py_func``). Correctness is checked against twins written
+    from the definitions: ``tests/twins/test_lattice_twin.py`` and
+    :func:`test_row_kernels_equal_their_twins`."""
     rng = np.random.default_rng(5)
     for training in (False, True):
         p = random_problem(rng, n_nodes=6, n_accelerators=2, n_cpus=1, memory_fraction=0.5,
                            training=training)
         stage = build_stage_graph(p.graph)
-        fast = enumerate_stage_ideals(stage)
-        fast_out = run_dp(p, stage, fast)
-        fast_order = lattice_kernels.dfs_topological_order(stage.n_stage_nodes, stage.succ_ptr,
-                                                           stage.succ_idx)
+        with monkeypatch.context() as m:  # small lattices would take plain-Python paths
+            m.setattr("dnnpart.solvers.dp.ideals.not_compiled", lambda func: False)
+            m.setattr(driver, "SMALL_COVER_PAIRS", 0)
+            m.setattr(driver, "SMALL_LATTICE", 0)
+            fast = enumerate_stage_ideals(stage)
+            fast_out = run_dp(p, stage, fast)
+        with compiled(lattice_kernels.dfs_topological_order):
+            fast_order = lattice_kernels.dfs_topological_order(stage.n_stage_nodes,
+                                                               stage.succ_ptr, stage.succ_idx)
         with monkeypatch.context() as m:
             m.setattr("dnnpart.solvers.dp.ideals.enumerate_lattice",
                       lattice_kernels.enumerate_lattice.py_func)
@@ -434,8 +444,9 @@ def _run_with(problem: Problem, options: dict[str, object], kernels: dict[str, o
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_problems(), st.sampled_from([1.0, 1.3, math.inf]), st.integers(0, 2**31))
-def test_row_kernels_equal_their_source_as_python(problem: Problem, factor: float, seed: int) -> None:
-    # .py_func runs each kernel's own source in Python: the same tables, choices and counts
+def test_row_kernels_compile_like_their_source(problem: Problem, factor: float, seed: int) -> None:
+    """A compilation check: ``.py_func`` runs each kernel's own source in Python, which must
+    give the same tables, choices and counts (correctness: :func:`test_row_kernels_equal_their_twins`)."""
     for name, options in _row_kernel_runs(problem, factor, seed):
         used: list[str] = []
         compiled = _run_with(problem, options, {}, used)

@@ -158,7 +158,9 @@ def test_option_is_validated() -> None:
         solve(chain_problem([1.0], n_accelerators=1), "dp", replication="yes")
 
 
-def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replicated_kernel_compiles_like_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compilation check against the kernels' own source (``.py_func``); correctness:
+    :func:`test_replicated_kernel_equals_its_twin`."""
     rng = np.random.default_rng(11)
     for training in (False, True):
         base = random_problem(rng, n_nodes=5, n_accelerators=3, n_cpus=1, memory_fraction=0.6,
@@ -168,7 +170,9 @@ def test_replicated_kernel_equals_python_twin(monkeypatch: pytest.MonkeyPatch) -
                                               memory_bytes=base.cluster.devices[0].memory_bytes))
         stage = build_stage_graph(p.graph)
         lattice = enumerate_stage_ideals(stage)
-        fast = run_dp(p, stage, lattice, replication=True)
+        with monkeypatch.context() as m:  # small lattices would run the kernels' source
+            m.setattr(driver, "SMALL_COVER_PAIRS", 0)
+            fast = run_dp(p, stage, lattice, replication=True)
         with monkeypatch.context() as m:
             for name in ("fill_plain", "fill_replicated"):
                 m.setattr(driver, name, getattr(dpk, name).py_func)

@@ -43,7 +43,9 @@ def test_edges_parameter_gives_exactly_that_many_edges() -> None:
     assert np.all(g.edge_sources() < g.succ_idx)
 
 
-def test_numba_kernel_equals_its_python_twin() -> None:
+def test_wiring_kernel_compiles_like_its_source() -> None:
+    """A compilation check against the kernel's own source (``.py_func``), and the wiring's
+    properties: edges point forward, no target reads a source twice."""
     rng = np.random.default_rng(5)
     n = 300
     indeg = rng.integers(0, 4, n)

@@ -67,8 +67,10 @@ def test_dfs_stops_at_budget_with_its_start() -> None:
     assert r.value == start
 
 
-def test_dfs_kernel_twin_matches_compiled() -> None:
-    """The plain-Python twin and the numba kernel walk the same search."""
+def test_dfs_kernel_compiles_like_its_source() -> None:
+    """The numba kernel walks the same search as its own source run as Python (``.py_func``:
+    a compilation check), resumed in slices; brute force on this instance, and on random ones
+    in ``tests/twins/test_optcnn_dfs_twin.py``."""
     rng = np.random.default_rng(5)
     sizes = np.array([2, 3, 2, 3], dtype=np.int64)
     node_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -70,7 +70,9 @@ def test_secondaries_follow_the_stale_levels_of_the_residual_graph() -> None:
             alive[s.members(i)] = False
 
 
-def test_slicing_kernels_equal_python_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slicing_kernels_compile_like_their_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compilation check: slicing with every kernel replaced by its own source
+    (``.py_func``) slices alike; the naive checks above test the slices."""
     rng = np.random.default_rng(11)
     cases = [(random_costs(rng, max_n=25), int(rng.integers(1, 5))) for _ in range(30)]
     fast = [slice_graph(c, kk) for c, kk in cases]
