@@ -82,7 +82,7 @@ def _elements(args: tuple[Any, ...]) -> int:
 
 
 def kernel(py_func: F) -> LazyKernel[F]:
-    """Decorate a numba-compatible function; ``.py_func`` is the plain-Python twin."""
+    """Decorate a numba-compatible function; ``.py_func`` is its uncompiled source."""
     return LazyKernel(py_func)
 
 

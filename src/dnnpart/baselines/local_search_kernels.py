@@ -7,7 +7,7 @@ different costs pay edge by edge. Moving node ``w`` changes the terms of ``w`` a
 predecessors only, so a move is: remove those terms, reassign, add them back.
 
 Compiled with numba (these kernels call each other, so they are numba dispatchers from
-the start; numba compiles on first call); ``.py_func`` is the plain-Python twin.
+the start; numba compiles on first call); ``.py_func`` is the uncompiled source (compilation checks).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ link). Instead, for a source ``s``: (1) a max-bottleneck Dijkstra gives every ta
 bottleneck ``B*``; (2) for each distinct ``B*``, a Dijkstra on (latency, hops) over the links of
 bandwidth ``>= B*`` gives the least latency among the widest paths (every path in that subgraph
 has bottleneck ``>= B*``, and none can exceed ``B*``). Both steps are dense ``O(d^2)`` per pass
-in a numba kernel (:func:`route_kernel`, plain-Python twin ``route_kernel.py_func``); a 512-device
+in a numba kernel (:func:`route_kernel`, uncompiled source ``route_kernel.py_func``; the
+tests' brute force over simple paths is its twin); a 512-device
 3-D torus (one bandwidth level) routes in well under a second.
 """
 

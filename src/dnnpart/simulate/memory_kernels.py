@@ -1,7 +1,8 @@
 # mypy: allow-untyped-defs
 """Numba kernel of the Eq. 2 memory tracker (paper 2); wrapper in :mod:`.memory`.
 
-``kernel.py_func`` is the plain-Python twin (the tests compare them). Times enter as integer
+``kernel.py_func`` (the uncompiled source) serves compilation checks; the Eq. 2 twin written
+apart is in ``tests/simulate/test_ops.py``. Times enter as integer
 ranks (every event time is some node's start or finish, ranked once by the caller), so the
 events are ordered by two stable counting sorts -- by ``(rank, add before remove)``, then by
 device -- in O(events + ranks + devices) instead of a comparison sort of ~10 |V| keys.

@@ -1,6 +1,7 @@
 """Numba kernel of the op-level emulator (paper 2, section 3.2.1); wrappers in :mod:`.ops`.
 
-Every kernel here has a plain-Python twin, ``kernel.py_func`` (tests compare them).
+Each kernel's uncompiled source (``kernel.py_func``) serves compilation checks only; the
+naive emulator in ``tests/simulate/test_ops.py``, written apart, is its twin.
 
 Heaps are binary heaps over parallel arrays (numba has no tuple-keyed priority queue that is
 fast at 10^6 entries): the global event heap is keyed ``(time, 2 * op + kind)`` and each

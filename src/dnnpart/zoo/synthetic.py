@@ -32,7 +32,7 @@ How a graph is drawn (choices; see ``docs/models.md``):
    have ~5 edges per node);
 5. layers are consecutive blocks of ``nodes_per_layer`` nodes among those that have a layer.
 
-The wiring loop is a numba kernel with its plain-Python twin (``_wire.py_func``); both read
+The wiring loop is a numba kernel (``_wire.py_func`` is its uncompiled source); both read
 the same pre-drawn uniforms, so they give identical graphs.
 """
 

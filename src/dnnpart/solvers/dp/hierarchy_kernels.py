@@ -1,4 +1,5 @@
-"""Numba kernels of the hierarchy DP (``.py_func`` of each is its plain-Python twin).
+"""Numba kernels of the hierarchy DP (``.py_func``: the uncompiled source, for compilation
+checks; the brute force over the hierarchy's space checks the values).
 
 Same recurrence, same loop order and same floating-point summation order as the plain
 implementation :func:`dnnpart.solvers.dp.hierarchy.run_hierarchy_dp_plain` (which stays as the

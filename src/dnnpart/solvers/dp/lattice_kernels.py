@@ -1,4 +1,5 @@
-"""Numba kernels over ideal lattices (``.py_func`` of each is its plain-Python twin).
+"""Numba kernels over ideal lattices (``.py_func``: the uncompiled source, for compilation
+checks; the twins written from the definitions are in ``tests/twins/test_lattice_twin.py``).
 
 * :func:`enumerate_lattice` lists the ideals of a DAG layer by layer (by size), each as its
   parent ideal plus one node, and records every cover relation ``J = I - m`` of the lattice

@@ -1,4 +1,5 @@
-"""Numba kernel of the depth-first search baseline (``.py_func`` is its plain-Python twin).
+"""Numba kernel of the depth-first search baseline (``.py_func``: the uncompiled source, for
+compilation checks; ``tests/twins/test_optcnn_dfs_twin.py`` holds the brute-force twin).
 
 The search is iterative with its whole state in arrays, so the wrapper
 (:func:`dnnpart.solvers.optcnn.baselines.dfs`) can run it in slices of ``max_steps`` and check
