@@ -588,18 +588,24 @@ PIPELINE_METHODS = sorted(m.name for m in METHODS.values() if PIPELINE in m.obje
                           and m.space != GIVEN)
 
 
+def _two_op_inference_chain(*, n_accelerators: int) -> Problem:
+    """Two ops of 1 byte and 1 time unit, 2 micro-batches, accelerators of 1.5 bytes."""
+    b = GraphBuilder()
+    b.add_node(0, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
+    b.add_node(1, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
+    b.add_edge(0, 1, cost=0.0)
+    return Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
+                   cluster=reference_cluster(n_accelerators=n_accelerators, n_cpus=0,
+                                             memory_bytes=1.5))
+
+
 @pytest.mark.parametrize("method", PIPELINE_METHODS)
 def test_pipeline_methods_on_an_inference_chain_that_fits(method: str) -> None:
     """Two 1-byte stages on two accelerators of 1.5 bytes: the simulator holds an inference
     stage's weights only, so {0} | {1} is feasible (1.5 per sample) and the only feasible
     pipeline (one stage, or a replica, holds both weights). Pricing training memory (weights,
     gradients, optimizer states) found no partition and claimed INFEASIBLE."""
-    b = GraphBuilder()
-    b.add_node(0, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
-    b.add_node(1, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
-    b.add_edge(0, 1, cost=0.0)
-    p = Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
-                cluster=reference_cluster(n_accelerators=2, n_cpus=0, memory_bytes=1.5))
+    p = _two_op_inference_chain(n_accelerators=2)
     assert evaluate(p, Plan(assignment=[0, 1])).feasible
     assert enumerate_pipelines(p)[ANY] == pytest.approx(1.5)
     result = solve(p, method)
@@ -613,12 +619,7 @@ def test_pipeline_methods_use_fewer_devices_when_the_graph_is_short() -> None:
     """Two ops on three accelerators with room for one op's weights each: no pipeline using
     all three exists (S * R = 3 needs three ops, or one stage holding both weights), so the
     (S, R) search must leave a device idle: {0} | {1} on two of them."""
-    b = GraphBuilder()
-    b.add_node(0, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
-    b.add_node(1, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
-    b.add_edge(0, 1, cost=0.0)
-    p = Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
-                cluster=reference_cluster(n_accelerators=3, n_cpus=0, memory_bytes=1.5))
+    p = _two_op_inference_chain(n_accelerators=3)
     best = enumerate_pipelines(p)[ANY]
     assert best < math.inf
     for method in PIPELINE_METHODS:
