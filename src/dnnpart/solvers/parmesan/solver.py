@@ -180,8 +180,8 @@ def run_parmesan(
     pairs = sorted(pipeline_pairs(n_dev, n_ops, s_fixed, r_fixed),
                    key=lambda p: (bound.of(*p), -p[0] * p[1], p[0]))
     if not pairs:
-        why = (f"a pipeline of {s_fixed} stages needs {s_fixed} operators; the graph has "
-               f"{n_ops} (after contracting colocated ones)")
+        why = (f"a pipeline of {s_fixed or 1} stages needs {s_fixed or 1} operators; the graph "
+               f"has {n_ops} (after contracting colocated ones)")
         return SolveResult(status=Status.INFEASIBLE, plan=None, objective=math.inf, method=method,
                            wall_time_s=clock.elapsed, search_space=search_space,
                            stats={"why": why, "tried": ""})
