@@ -122,16 +122,9 @@ class FalseInfeasibleClaim(AssertionError):
     plan in its declared space."""
 
 
-#: Methods that report INFEASIBLE when their heuristic search finds no plan: the (S, R)
-#: search of paper 4's methods tries S x R = number of accelerators only (no idle device) and
-#: prices memory as training memory (weights, gradients, optimizer states) even for inference
-#: graphs, and returns ``Status.INFEASIBLE`` when no pair yields a partition
-#: (solvers/parmesan/solver.py), though it proves nothing.
-FALSE_INFEASIBLE = {
-    name: "issue 27: Parmesan's (S, R) search finds no plan and reports it as proven INFEASIBLE; "
-          "the enumeration finds a feasible pipeline"
-    for name in ("parmesan", "parmesan-noclust", "parmesan-norefine", "pipedream")
-}
+#: Methods known to report INFEASIBLE when their heuristic search finds no plan though the
+#: enumeration finds one: method -> reason (none now; paper 4's methods report UNKNOWN then).
+FALSE_INFEASIBLE: dict[str, str] = {}
 
 
 def known_false_infeasible(method: str, problem: Problem, result: SolveResult, optimum: float) -> str | None:
@@ -603,19 +596,46 @@ def test_pardnn_with_an_op_only_the_cpu_runs() -> None:
     assert result.plan is not None and evaluate(p, result.plan).feasible
 
 
-@pytest.mark.xfail(strict=True, raises=FalseInfeasibleClaim, reason=FALSE_INFEASIBLE["parmesan"])
-@pytest.mark.parametrize("method", sorted(FALSE_INFEASIBLE))
-def test_pipeline_methods_on_an_inference_chain_that_fits(method: str) -> None:
-    """Two 1-byte stages on two accelerators of 1.5 bytes: the simulator holds an inference
-    stage's weights only, so {0} | {1} is feasible (1.5 per sample); the (S, R) search prices
-    weights, gradients and optimizer states and finds no partition."""
+PIPELINE_METHODS = sorted(m.name for m in METHODS.values() if PIPELINE in m.objectives
+                          and m.space != GIVEN)
+
+
+def _two_op_inference_chain(*, n_accelerators: int) -> Problem:
+    """Two ops of 1 byte and 1 time unit, 2 micro-batches, accelerators of 1.5 bytes."""
     b = GraphBuilder()
     b.add_node(0, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
     b.add_node(1, cpu_time=10.0, acc_time=1.0, memory_bytes=1.0)
     b.add_edge(0, 1, cost=0.0)
-    p = Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
-                cluster=reference_cluster(n_accelerators=2, n_cpus=0, memory_bytes=1.5))
+    return Problem(graph=b.build(), objective=Objective(kind=PIPELINE, microbatches=2),
+                   cluster=reference_cluster(n_accelerators=n_accelerators, n_cpus=0,
+                                             memory_bytes=1.5))
+
+
+@pytest.mark.parametrize("method", PIPELINE_METHODS)
+def test_pipeline_methods_on_an_inference_chain_that_fits(method: str) -> None:
+    """Two 1-byte stages on two accelerators of 1.5 bytes: the simulator holds an inference
+    stage's weights only, so {0} | {1} is feasible (1.5 per sample) and the only feasible
+    pipeline (one stage, or a replica, holds both weights). Pricing training memory (weights,
+    gradients, optimizer states) found no partition and claimed INFEASIBLE."""
+    p = _two_op_inference_chain(n_accelerators=2)
     assert evaluate(p, Plan(assignment=[0, 1])).feasible
+    assert enumerate_pipelines(p)[ANY] == pytest.approx(1.5)
     result = solve(p, method)
     if result.status is Status.INFEASIBLE:
         raise FalseInfeasibleClaim(f"{method}: {result.stats.get('tried')}")
+    assert result.status is Status.FEASIBLE, result.stats
+    assert result.objective == pytest.approx(1.5)
+
+
+def test_pipeline_methods_use_fewer_devices_when_the_graph_is_short() -> None:
+    """Two ops on three accelerators with room for one op's weights each: no pipeline using
+    all three exists (S * R = 3 needs three ops, or one stage holding both weights), so the
+    (S, R) search must leave a device idle: {0} | {1} on two of them."""
+    p = _two_op_inference_chain(n_accelerators=3)
+    best = enumerate_pipelines(p)[ANY]
+    assert best < math.inf
+    for method in PIPELINE_METHODS:
+        result = solve(p, method)
+        assert result.status is Status.FEASIBLE, (method, result.stats)
+        assert result.objective == pytest.approx(best), method
+

@@ -1,8 +1,18 @@
-"""``dnnpart reproduce parmesan --quick``: both tables' shapes, never worse than CS."""
+"""``dnnpart reproduce parmesan --quick``: both tables' shapes, the paper's algorithm alone beside
+ours.
+
+"Ours" and "+ our map" are never below PipeDream + CS by construction (CS and PipeDream's
+partition are among their candidates), and the Eq. 5 ratio of the paper's mapper is never
+below 1.0 (CS is its search's starting point): nothing here asserts those. What is asserted can
+fail: every cell has a plan for the paper's algorithm alone, and the paper's mapper alone beats
+CS on the random topologies as the paper reports (Table 2: 1.1-33.5x there).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 from tests.cli.test_cli import run
@@ -10,23 +20,28 @@ from tests.cli.test_cli import run
 from dnnpart.reproduce.parmesan import PAPER_TABLE2, T2_COLUMNS, table2_topology
 
 
-def test_quick_reproduce_writes_both_tables_and_never_loses_to_cs(capsys, tmp_path: Path):
+def test_quick_reproduce_shows_the_paper_alone_beside_ours(capsys, tmp_path: Path):
     code, _out, err = run(capsys, "reproduce", "parmesan", "--quick", "--out", str(tmp_path),
                          "--time-limit", "1")
     assert code == 0, err
     doc = json.loads((tmp_path / "parmesan" / "parmesan.json").read_text())
     t1, t2 = doc["table1"], doc["table2"]
     assert {(r["S"], r["R"]) for r in t1} == {(4, 4), (8, 2), (16, 1)} and len(t1) == 6
-    for r in t1:  # "+ our map" takes the better of our mapping and CS on the same partition
-        assert r["speedup_our_map"] >= 1.0 - 1e-12
-        # ours: PipeDream's partition and CS mapping are among parmesan's candidates
-        assert r["speedup_ours"] >= 1.0 - 1e-12
+    for r in t1:  # the paper's flow found a plan in every cell (it may lose to PipeDream + CS)
+        assert math.isfinite(r["paper_only"]) and r["speedup_paper_only"] > 0
         assert r["paper_ours"] is not None
     assert {r["topology"] for r in t2} == set(PAPER_TABLE2) and len(t2) == 21
     for r in t2:
-        assert r["speedup"] >= 1.0 - 1e-12 and r["eq5_speedup"] >= 1.0 - 1e-9
+        assert r["speedup_paper_only"] is not None and math.isfinite(r["simulated_paper_only"])
+    # the published direction on the random topologies, with room: the paper's mapper alone
+    # beats CS by a median of 1.5x or more over their 9 cells (paper: 1.1-33.5x on each;
+    # measured 0.99-4.2x, median 2.4x)
+    alone = [r["speedup_paper_only"] for r in t2
+             if r["topology"] in ("random_blk_1", "random_blk_2", "uniform_dist")]
+    assert len(alone) == 9 and statistics.median(alone) >= 1.5, alone
     text = (tmp_path / "parmesan" / "table2.md").read_text()
-    assert "uniform_dist median speedup" in text
+    assert "paper's mapper alone" in text and "by construction" in text
+    assert "by construction" in (tmp_path / "parmesan" / "table1.md").read_text()
 
 
 def test_table2_topologies_exist_where_the_paper_has_figures():

@@ -20,7 +20,7 @@ contracted, zero-time nodes with one neighbour merged into it):
 
 For the ``pipeline`` objective (paper 4's baseline, "PipeDream + CS") step 3 is instead
 Parmesan's phase-1 DP with a fixed stage count ``S`` and ``R`` replicas per stage
-(``stages``, ``replicas`` options, or searched over the divisor pairs of ``D`` as for
+(``stages``, ``replicas`` options, or searched over every ``S * R <= D`` as for
 ``parmesan``) on the contracted graph, without clustering or refinement, and the stages are
 mapped by CS (``mapping=cs``; ``mapping=parmesan`` gives paper 4's "+ our map" row). When the
 contracted graph's fronted subgraphs do not fit the DP's cap (autograd graphs such as Swin-L's
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dnnpart.errors import UsageError
 from dnnpart.graph.branching import contract_branches
 from dnnpart.plan import SolveResult
 from dnnpart.problem import Problem
@@ -86,11 +87,13 @@ def solve_pipedream(
         return run_parmesan(
             problem, method="pipedream", time_limit=time_limit, progress=progress, k=None,
             refine_steps=0, graph=contracted.graph, path_fallback=True,
-            search_space="pipelines of S stages x R replicas over the branch-contracted path",
+            partition_name="PipeDream's layer-path partition",
+            search_space="pipelines of S stages x R replicas over the branch-contracted path, "
+                         "on S * R of the accelerators",
             **options)
     options.pop("deterministic", None)  # the throughput DP is deterministic already
     if options:
-        raise ValueError(f"pipedream: option(s) {sorted(options)} apply to --objective pipeline "
+        raise UsageError(f"pipedream: option(s) {sorted(options)} apply to --objective pipeline "
                          "only")
     clock = Stopwatch(time_limit)
     contracted, n_left = pipedream_problem(problem, ignore_inputs=ignore_inputs)

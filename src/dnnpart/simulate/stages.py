@@ -49,6 +49,22 @@ def node_weight_bytes(g: Graph) -> np.ndarray:
     return out
 
 
+def node_activation_bytes(g: Graph) -> np.ndarray:
+    """Per node, the bytes a stage stashes per micro-batch for it: the output bytes of normal
+    forward nodes when the graph carries ``output_bytes``, else 0 -- the simulator's
+    ``activation_bytes``, which Parmesan's phase-1 memory model also charges.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> node_activation_bytes(chain_graph(2, memory_bytes=3.0)).tolist()  # no output_bytes
+    [0.0, 0.0]
+    """
+    out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
+    out: np.ndarray = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
+    return out
+
+
 def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[StageEdge]]:
     """Stages (in forward order) and their dependencies; ``ValueError`` for other plans.
 
@@ -104,8 +120,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
     index = {d: i for i, d in enumerate(order)}
     times = node_times(g, c, a)
     weights = node_weight_bytes(g)
-    out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
-    act_node = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
+    act_node = node_activation_bytes(g)
     tb = transfer_bytes(g)
     # bytes per (tensor, destination stage): the largest edge to that stage
     cross = np.flatnonzero(a[src] != a[dst])

@@ -28,11 +28,12 @@ def random_graph(rng: np.random.Generator, n: int, density: float) -> Graph:
     ids = rng.permutation(n) * 3 + 7  # not topological
     eb = rng.integers(0, 6, len(edges)).astype(float)
     eb[rng.random(len(edges)) < 0.2] = np.nan
+    compute = np.stack([np.full(n, 99.0), rng.integers(0, 10, n).astype(float)], 1)
+    cost = rng.integers(0, 5, len(edges)) * 0.5
+    out = rng.integers(0, 6, n).astype(float)
     return build_graph(
         ids.tolist(), [int(ids[u]) for u, _ in edges], [int(ids[v]) for _, v in edges],
-        compute_time=np.stack([np.full(n, 99.0), rng.integers(0, 10, n).astype(float)], 1),
-        edge_cost=rng.integers(0, 5, len(edges)) * 0.5, edge_bytes=eb,
-        memory_bytes=rng.integers(0, 6, n).astype(float),
+        compute_time=compute, edge_cost=cost, edge_bytes=eb, memory_bytes=out, output_bytes=out,
         param_bytes=rng.integers(0, 4, n).astype(float),
     )
 
@@ -50,7 +51,8 @@ def case(seed: int) -> tuple[Graph, int, int, int | None, MemoryModel]:
                                       0.0, 0, s))
     cap = math.inf if rng.random() < 0.3 else total * float(rng.uniform(0.4, 1.3))
     mem = MemoryModel(device_memory=cap, micro_batches=model.micro_batches,
-                      schedule=model.schedule, recompute=model.recompute)
+                      schedule=model.schedule, recompute=model.recompute,
+                      training=bool(rng.random() < 0.7))
     return g, s, d, fixed, mem
 
 
@@ -80,8 +82,11 @@ def brute_force(g: Graph, s_n: int, d_n: int, fixed: int | None, mem: MemoryMode
         a = sum(g.node_output_bytes()[v] for v in ms)
         i = sum(nbytes[e] for e in range(g.n_edges)
                 if u >> int(dst[e]) & 1 and not u >> int(src[e]) & 1)
-        k = mem.micro_batches if mem.schedule == "gpipe" else max(1, min(mem.micro_batches,
-                                                                         s_n - pos))
+        if not mem.training:  # the simulator: weights, one micro-batch's stash
+            return p + (i if mem.recompute else a) <= mem.device_memory
+        # replica 0 of a stage runs micro-batches 0, R, 2R, ...: ceil(m / R) of them
+        per = math.ceil(mem.micro_batches / (fixed or 1))
+        k = per if mem.schedule == "gpipe" else max(1, min(per, s_n - pos))
         total = (2 + mem.optimizer_states) * p + (k * i + a if mem.recompute else k * a)
         return total <= mem.device_memory
 

@@ -13,14 +13,22 @@ between two different atomic ops is a *communication edge* with its time ``edge_
 c_m over communication edges with exactly one end in U) / r``; ``c_u`` is the compute time on
 the ``accelerator`` device kind.
 
-**Memory per stage replica** (the paper's Appendix F is not in the seed text):
-``(2 + optimizer_states) * P(U)`` (weights, gradients, optimizer state; Adam: 2 states) plus
-in-flight activations: ``k * A(U)`` without recomputation, ``k * I(U) + A(U)`` with it, where
-``A(U)`` is the output bytes of ``U``'s forward ops, ``I(U)`` the bytes entering ``U`` over
-communication edges (the stashed stage input) and ``k`` the micro-batches in flight at stage
-position ``j`` of ``S``: ``min(micro_batches, S - j)`` under 1F1B, ``micro_batches`` under
-GPipe. The test is per replica (``memory <= device memory``), not the paper's ``memory <=
-replicas * device memory``: replicas copy the parameters, so replication does not divide them.
+**Memory per stage replica** (the paper's Appendix F is not in the seed text) is the pipeline
+simulator's (:mod:`dnnpart.simulate.pipeline`), so a partition phase 1 accepts is one the
+evaluator finds within memory: weights ``P(U)`` (:func:`~dnnpart.simulate.stages.node_weight_bytes`)
+plus, when training, their gradients and ``optimizer_states`` copies (Adam: 2); plus the stash
+of the micro-batches in flight: ``k * A(U)`` without recomputation, ``k * I(U)`` with it (and
+one micro-batch's ``A(U)`` rebuilt during a backward when training). ``A(U)`` is the stashed
+activation bytes of ``U`` (:func:`~dnnpart.simulate.stages.node_activation_bytes`: outputs of
+normal forward nodes), ``I(U)`` the bytes its forward part receives (``c_stash``: forward
+edges entering ``U``, one per producer and receiving op -- at least the simulator's one per
+producer and stage), and ``k`` the micro-batches one replica holds at once: 1 for inference
+(a forward frees its micro-batch), under training ``ceil(m / R)`` with GPipe and
+``min(ceil(m / R), S - j)`` with 1F1B at stage position ``j`` (replica 0 of a stage runs
+micro-batches ``0, R, 2R, ...``). ``tests/solvers/parmesan/test_solver.py`` checks the
+simulator's peaks against it. The test is per replica (``memory <= device memory``), not the
+paper's ``memory <= replicas * device memory``: replicas copy the parameters, so replication
+does not divide them.
 """
 
 from __future__ import annotations
@@ -41,12 +49,16 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryModel:
-    """Per-replica stage memory (see the module docstring).
+    """Per-replica stage memory (see the module docstring) of stages with ``replicas`` copies.
 
     Examples
     --------
     >>> MemoryModel(micro_batches=4).in_flight(0, 3), MemoryModel().in_flight(2, 3)
     (3, 1)
+    >>> MemoryModel(micro_batches=4, replicas=2).in_flight(0, 3)  # micro-batches 0 and 2
+    2
+    >>> MemoryModel(training=False, micro_batches=4).in_flight(0, 3)
+    1
     """
 
     device_memory: float = np.inf
@@ -54,18 +66,25 @@ class MemoryModel:
     micro_batches: int = 4
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     recompute: bool = False
+    training: bool = True
+    replicas: int = 1
 
     def in_flight(self, position: int, n_stages: int) -> int:
+        if not self.training:
+            return 1
+        per_replica = -(-self.micro_batches // max(1, self.replicas))
         if self.schedule == "gpipe":
-            return self.micro_batches
-        return max(1, min(self.micro_batches, n_stages - position))
+            return per_replica
+        return max(1, min(per_replica, n_stages - position))
 
     def stage_memory(self, params: FloatArray | float, acts: FloatArray | float,
                      inputs: FloatArray | float, position: int, n_stages: int) -> FloatArray:
         k = self.in_flight(position, n_stages)
-        persistent = (2.0 + self.optimizer_states) * np.asarray(params, dtype=np.float64)
+        copies = 2.0 + self.optimizer_states if self.training else 1.0
+        persistent = copies * np.asarray(params, dtype=np.float64)
         if self.recompute:
-            return np.asarray(persistent + k * np.asarray(inputs) + np.asarray(acts))
+            rebuilt = np.asarray(acts) if self.training else 0.0
+            return np.asarray(persistent + k * np.asarray(inputs) + rebuilt)
         return np.asarray(persistent + k * np.asarray(acts))
 
 
@@ -80,6 +99,9 @@ class OpDag:
     compute, params, acts : per node ``c_u``, parameter bytes, forward output bytes.
     c_src, c_dst, c_time, c_bytes : communication edges (one per original edge between two
         different nodes, either direction relative to the structure).
+    c_stash : per communication edge, the bytes its receiving stage stashes as forward input
+        (forward edges only, one edge per producer and receiving node; memory with
+        recomputation).
     """
 
     n: int
@@ -92,6 +114,7 @@ class OpDag:
     c_dst: IntArray
     c_time: FloatArray
     c_bytes: FloatArray
+    c_stash: FloatArray
 
     # -- Eq. 3 on membership masks (rows of ``u``) ------------------------------------------
     def work(self, u: BoolArray) -> FloatArray:
@@ -108,7 +131,7 @@ class OpDag:
 
     def memory(self, u: BoolArray, mem: MemoryModel, position: int, n_stages: int) -> FloatArray:
         u2 = np.atleast_2d(u)
-        inputs = (u2[:, self.c_dst] & ~u2[:, self.c_src]) @ self.c_bytes
+        inputs = (u2[:, self.c_dst] & ~u2[:, self.c_src]) @ self.c_stash
         return mem.stage_memory(u2 @ self.params, u2 @ self.acts, inputs, position, n_stages)
 
 
@@ -131,11 +154,11 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     n = sg.n_stage_nodes
     col = graph.device_kinds.index(kind) if kind in graph.device_kinds else -1
     compute = _sum_by(atom, graph.compute_time[:, col], n)
-    from dnnpart.simulate.stages import node_weight_bytes
+    from dnnpart.simulate.ops import transfer_bytes
+    from dnnpart.simulate.stages import node_activation_bytes, node_weight_bytes
 
     params = _sum_by(atom, node_weight_bytes(graph), n)
-    fwd = ~graph.is_backward
-    acts = _sum_by(atom[fwd], graph.node_output_bytes()[fwd], n)
+    acts = _sum_by(atom, node_activation_bytes(graph), n)
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(sg.succ_ptr))
     es, ed = graph.edge_sources(), graph.succ_idx.astype(np.int64)
     cross = atom[es] != atom[ed]
@@ -144,8 +167,26 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     dag = OpDag(n=n, src=src, dst=sg.succ_idx.astype(np.int64), compute=compute,
                 params=params, acts=acts, c_src=atom[es][cross], c_dst=atom[ed][cross],
                 c_time=graph.edge_cost[cross].astype(np.float64),
-                c_bytes=nbytes[cross].astype(np.float64))
+                c_bytes=nbytes[cross].astype(np.float64),
+                c_stash=_stash_bytes(graph, atom, transfer_bytes(graph))[cross])
     return dag, atom
+
+
+def _stash_bytes(graph: Graph, atom: IntArray, moved: FloatArray) -> FloatArray:
+    """Per edge, the forward input bytes the receiving stage stashes: ``moved`` on forward
+    edges, once per (producer, receiving atomic op) -- the largest such edge keeps it."""
+    es, ed = graph.edge_sources(), graph.succ_idx.astype(np.int64)
+    fwd = ~graph.is_backward[es] & ~graph.is_backward[ed]
+    out = np.where(fwd, moved, 0.0).astype(np.float64)
+    seen: dict[tuple[int, int], int] = {}
+    for e in np.flatnonzero(fwd & (atom[es] != atom[ed])).tolist():
+        key = (int(es[e]), int(atom[ed[e]]))
+        first = seen.setdefault(key, e)
+        if first != e:
+            keep, drop = (first, e) if out[first] >= out[e] else (e, first)
+            seen[key] = keep
+            out[drop] = 0.0
+    return out
 
 
 def quotient(dag: OpDag, label: IntArray) -> OpDag:
@@ -161,4 +202,5 @@ def quotient(dag: OpDag, label: IntArray) -> OpDag:
                  compute=_sum_by(label, dag.compute, k),
                  params=_sum_by(label, dag.params, k),
                  acts=_sum_by(label, dag.acts, k),
-                 c_src=cs[ck], c_dst=cd[ck], c_time=dag.c_time[ck], c_bytes=dag.c_bytes[ck])
+                 c_src=cs[ck], c_dst=cd[ck], c_time=dag.c_time[ck], c_bytes=dag.c_bytes[ck],
+                 c_stash=dag.c_stash[ck])

@@ -14,7 +14,9 @@ Choices where the paper is silent or loose (also in ``docs/methods/parmesan.md``
 * ``replicas=None`` lets every stage take any number of replicas (the paper's ``d'`` range);
   ``replicas=R`` fixes ``d - d' = R`` (what the paper uses "empirically", Sec. 4.1, and what
   phase 2 needs: ``R`` identical pipeline copies).
-* The memory test is per replica at the stage's position (see :mod:`.opdag`).
+* The memory test is per replica at the stage's position, with the memory model's replica
+  count for every stage (see :mod:`.opdag`; free replica splits are then charged as if each
+  stage had that many).
 * **Guard before allocating** (the paper's DP has none): the lattice is counted by the
   streaming counter of :mod:`dnnpart.graph.ideals` against a cap derived from ``max_ideals``,
   ``max_memory_bytes`` (the membership matrix and the ``T`` table, estimated per ideal) and
@@ -31,6 +33,7 @@ Choices where the paper is silent or loose (also in ``docs/methods/parmesan.md``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,7 +208,7 @@ def _lattice_terms(dag: OpDag, mask: BoolArray) -> PairTerms:
     comp = m @ np.where(finite, dag.compute, 0.0)
     n_inf = m @ (~finite).astype(np.float64)
     par, act = m @ dag.params, m @ dag.acts
-    a, b, t, byt = dag.c_src, dag.c_dst, dag.c_time, dag.c_bytes
+    a, b, t, byt = dag.c_src, dag.c_dst, dag.c_time, dag.c_stash  # byt: stashed inputs
     cut = np.empty(n_id)
     inner = np.empty(n_id)  # bytes of edges with both ends in the ideal
     for lo in range(0, n_id, 2048):  # chunks bound the (rows x edges) temporaries
@@ -262,7 +265,7 @@ def _chain_terms(dag: OpDag, pos: IntArray) -> PairTerms:
     comp = prefix(np.where(finite, dag.compute, 0.0))
     n_inf = prefix((~finite).astype(np.float64))
     par, act = prefix(dag.params), prefix(dag.acts)
-    pa, pb, t, byt = pos[dag.c_src], pos[dag.c_dst], dag.c_time, dag.c_bytes
+    pa, pb, t, byt = pos[dag.c_src], pos[dag.c_dst], dag.c_time, dag.c_stash
     lo_e, hi_e = np.minimum(pa, pb), np.maximum(pa, pb)
 
     def suffix_by(index: IntArray, weights: FloatArray) -> FloatArray:
@@ -297,6 +300,8 @@ def _chain_terms(dag: OpDag, pos: IntArray) -> PairTerms:
 def _run_dp(dag: OpDag, n_id: int, terms: PairTerms,
             members: Callable[[int, int], BoolArray], s_n: int, d_n: int,
             replicas: int | None, mem: MemoryModel) -> StagePartition:
+    if replicas is not None:  # the in-flight micro-batches per replica depend on R
+        mem = dataclasses.replace(mem, replicas=int(replicas))
     table = np.full((n_id, s_n + 1, d_n + 1), np.inf)
     table[0, 0, 0] = 0.0
     arg_j = np.full((n_id, s_n + 1, d_n + 1), -1, np.int32)

@@ -33,6 +33,7 @@ copy carries ``1/R`` of the samples).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -90,7 +91,8 @@ def linear_order(dag: OpDag) -> IntArray:
     >>> from dnnpart.solvers.parmesan.opdag import OpDag
     >>> z, e = np.zeros(4), np.zeros(0, np.int64)
     >>> dag = OpDag(n=4, src=np.array([0, 1, 2]), dst=np.array([3, 2, 3]), compute=z, params=z,
-    ...             acts=z, c_src=e, c_dst=e, c_time=np.zeros(0), c_bytes=np.zeros(0))
+    ...             acts=z, c_src=e, c_dst=e, c_time=np.zeros(0), c_bytes=np.zeros(0),
+    ...             c_stash=np.zeros(0))
     >>> linear_order(dag).tolist()  # the side input 0 waits until just before its consumer 3
     [1, 2, 0, 3]
     """
@@ -239,6 +241,8 @@ def partition_ops(
     ([0, 0, 1, 1, 2, 2], 2.0)
     """
     mem = memory or MemoryModel()
+    if replicas is not None:  # the in-flight micro-batches per replica depend on R
+        mem = dataclasses.replace(mem, replicas=int(replicas))
     dag, atom = atomic_dag(graph)
     side = None
     if respect is not None:
@@ -301,7 +305,7 @@ def pipeline_stages(
     a, b = atom_stage[dag.c_src], atom_stage[dag.c_dst]
     cross = a != b
     np.add.at(comm, (a[cross], b[cross]), dag.c_bytes[cross])
-    mem = memory or MemoryModel()
+    mem = dataclasses.replace(memory or MemoryModel(), replicas=r)
     return PipelineStages(compute=onehot @ dag.compute / r, param_bytes=onehot @ dag.params,
                           comm_bytes=comm / r, replicas=r,
                           memory_bytes=stage_memory(dag, atom_stage, s_n, mem))

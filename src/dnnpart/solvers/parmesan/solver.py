@@ -13,211 +13,121 @@ Choices (see ``docs/methods/parmesan.md``):
 
 * **Devices**: the pipeline runs on the cluster's accelerators (topology device ``i`` = the
   ``i``-th accelerator); other devices (host CPUs) stay idle. ``D`` = number of accelerators.
-* **(S, R) search**: without ``stages`` and ``replicas`` every divisor pair of ``D`` with
-  ``S <= `` number of atomic ops is tried and the plan with the smallest *simulated* time kept.
-  Eq. 3 alone would always prefer ``S = 1`` (it divides compute by ``R`` and ignores the
-  all-reduce), so the choice has to be scored by the simulator. The time limit is split evenly
-  over the pairs.
+* **(S, R) search**: without ``stages`` and ``replicas`` every pair with ``S * R <= D`` and
+  ``S <=`` number of atomic ops is tried and the plan with the smallest *simulated* time
+  kept. The paper's tables use every device (``S * R = D``); idle devices are allowed here
+  because a pair using fewer can be the only one that fits (an inference graph of two ops
+  on three accelerators) or simulate faster (less all-reduce). A pair on ``S * R < D``
+  devices uses the first ``S * R`` accelerators (consecutive devices: one machine's GPUs
+  before the next machine's in the hierarchies' numbering), and the mapper places the
+  pipeline on them. Eq. 3 alone would always prefer ``S = 1`` (it divides compute by ``R``
+  and ignores the all-reduce), so the choice has to be scored by the simulator. Pairs are
+  tried by their compute bound (:func:`compute_bound`, a lower bound on the simulated time
+  per sample of any plan of the pair), lowest first; a pair whose bound is not below the
+  best feasible plan found is skipped (it cannot win), so the extra pairs cost little.
+* **Status**: a plan within memory is ``feasible`` (the partition is a heuristic). Without
+  one the status is ``unknown``: phase 1 is not exhaustive, so finding nothing proves
+  nothing. ``infeasible`` only when the space named is empty by counting (the ``stages``
+  asked for exceed the graph's atomic ops).
 * **Units**: phase 1 works in the graph's time unit; the stage graph handed to phase 2 is in
   seconds (:func:`stages_in_seconds`), as the topology's ``M / B`` times are; the ``eq5_*``
   figures are therefore in seconds.
-* **Memory model** of phase 1: the cluster's smallest accelerator memory, the objective's
-  micro-batches, schedule and recomputation, ``optimizer_states`` (default 2, Adam).
-* **Layer-level seed** (``layer_seed``, default on for ``parmesan``): phase 1 first takes the
-  partition of the branch-contracted layer path (PipeDream's, a chain of fronted subgraphs of
-  the op DAG too); clustering respects it (never fuses ops it puts in different stages), so
-  the op-level partition's max stage time is never above it (:mod:`.phase1`). That
-  partition, refined at op level and as it is, is also mapped; the simulator keeps the best
-  plan, so ``parmesan`` never simulates slower than ``pipedream`` with the same ``(S, R)``
-  (whose partition and CS mapping are among its candidates). Eq. 3 ignores the all-reduce
-  and bubbles that the simulator charges, so a partition better on Eq. 3 can simulate
-  slower (measured: ResNet-50 (8, 2) on two-level 4x4, 0.94x). ``layer_seed=false`` is the
-  paper's flow. When the op-level lattice cannot be made to fit, the layer candidates are
-  still mapped.
-* **Time split**: each ``(S, R)`` pair gets an even share of what is left; its mapping
-  searches get :data:`MAP_SHARE` of it and the rest pays for simulating the candidates.
-* Registered ablations: ``parmesan-noclust`` (``k=None``: the exact DP over the atomic ops,
-  small graphs only) and ``parmesan-norefine`` (``refine_steps=0``).
+* **Memory model** of phase 1: the simulator's (:mod:`.opdag`): the smallest memory of the
+  accelerators the pair uses, weights (and for training gradients and ``optimizer_states``,
+  default 2: Adam), the micro-batches in flight per replica under the objective's schedule,
+  recomputation.
+* **Layer-level seed** (``layer_seed``, default on): phase 1 first takes the partition of the
+  branch-contracted layer path (PipeDream's, a chain of fronted subgraphs of the op DAG
+  too); clustering respects it (never fuses ops it puts in different stages), so the
+  op-level partition's max stage time is never above it (:mod:`.phase1`). That partition,
+  refined at op level and as it is, is also mapped; the simulator keeps the best plan, so
+  ``parmesan`` never simulates slower than ``pipedream`` with the same ``(S, R)`` -- by
+  construction, since PipeDream's partition and the CS mapping are among its candidates.
+  Eq. 3 ignores the all-reduce and bubbles that the simulator charges, so a partition better
+  on Eq. 3 can simulate slower (measured: ResNet-50 (8, 2) on two-level 4x4, 0.94x). When the
+  op-level lattice cannot be made to fit, the layer candidates are still mapped.
+* **The paper's algorithm alone** (``paper_only=true``): no layer seed, and per pair one
+  candidate: the op-level partition mapped by the exact mapper under the instantiation of
+  the Sec. 5.2 rule (or the ``instantiation`` asked for). ``layer_seed=true`` or a
+  ``mapping`` other than ``parmesan`` beside it is refused (:class:`~dnnpart.errors.UsageError`).
+* **Provenance**: when a pair had several candidates, ``SolveResult.provenance`` names the one
+  the simulator kept: its partition (op level, or the layer seed refined or as it is) and its
+  mapping (the mapper under Eq. 6 / Eq. 7, CS, p2p-first).
+* **Time split**: each pair gets an even share of what is left over the pairs still able to
+  win (bound below the best so far); its mapping searches get :data:`MAP_SHARE` of it and
+  the rest pays for simulating the candidates.
+* Registered ablations differ from ``parmesan`` in one option each (:data:`ABLATIONS`):
+  ``parmesan-noclust`` (``k=None``: the exact DP over the atomic ops, small graphs only) and
+  ``parmesan-norefine`` (``refine_steps=0``); the layer seed stays as ``parmesan`` has it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from dnnpart.errors import ProblemTooLargeError
+from dnnpart import interrupt
+from dnnpart.errors import ProblemTooLargeError, UsageError
 from dnnpart.evaluate import evaluate
-from dnnpart.graph.branching import contract_branches
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.pricing.pairs import Topology
-from dnnpart.pricing.stages import max_stage_time
 from dnnpart.problem import PIPELINE, Problem
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
-from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
-from dnnpart.solvers.parmesan.opdag import IntArray, MemoryModel, atomic_dag
-from dnnpart.solvers.parmesan.partition_dp import stage_times
+from dnnpart.solvers.parmesan.candidates import (
+    OP_LEVEL,
+    layer_partition,
+    layer_seed_candidates,
+    map_with,
+    mapping_text,
+    memory_model,
+    partition_text,
+    plan_from_mapping,
+    stages_in_seconds,
+)
+from dnnpart.solvers.parmesan.opdag import atomic_dag
+from dnnpart.solvers.parmesan.pairs import ComputeBound, first_devices, pipeline_pairs
 from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipeline_stages
-from dnnpart.solvers.parmesan.refinement import refine
-from dnnpart.solvers.parmesan.search import DEFAULT_EPS, map_stages
+from dnnpart.solvers.parmesan.search import DEFAULT_EPS
 from dnnpart.solvers.result import result_from_plan
-from dnnpart.stages import PipelineStages
+
+__all__ = ["ABLATIONS", "METHODS", "map_with", "memory_model", "pipeline_options",
+           "plan_from_mapping", "run_parmesan", "stages_in_seconds"]
 
 MAPPINGS = ("parmesan", "cs", "p2p-first", "random")
 #: Fraction of a pair's remaining time given to the mapping searches (the rest: simulation).
 MAP_SHARE = 0.7
 INSTANTIATIONS = ("auto", "p2p", "allreduce")
-
-
-def divisor_pairs(n_devices: int, max_stages: int | None = None) -> list[tuple[int, int]]:
-    """``(S, R)`` with ``S * R = D``, fewest stages first.
-
-    Examples
-    --------
-    >>> divisor_pairs(8), divisor_pairs(8, max_stages=2)
-    ([(1, 8), (2, 4), (4, 2), (8, 1)], [(1, 8), (2, 4)])
-    """
-    return [(s, n_devices // s) for s in range(1, n_devices + 1)
-            if n_devices % s == 0 and (max_stages is None or s <= max_stages)]
-
-
-def map_with(stages: PipelineStages, topo: Topology, mapping: str, *,
-             instantiation: str = "auto", eps: float = DEFAULT_EPS,
-             time_limit: float | None = None, threads: int = 1, deterministic: bool = False,
-             seed: int | None = 0) -> list[tuple[str, IntArray, dict[str, Any]]]:
-    """Candidate ``(R, S)`` mappings by the named mapping, each with its Eq. 5 figures.
-
-    ``mapping="parmesan"`` gives the exact mapper's optimum under the chosen instantiation
-    (Sec. 5.2 rule for ``"auto"``), under the other instantiation too when ``auto`` and
-    ``R > 1`` (each with half the time), and the CS and p2p-first mappings; the caller keeps
-    the one the simulator scores best. The baselines give one candidate each.
-
-    Examples
-    --------
-    >>> st = PipelineStages(compute=[1.0, 1.0], param_bytes=[0, 0], comm_bytes=[[0, 1], [0, 0]])
-    >>> [(name, m.tolist(), info["eq5_max_stage_time"])
-    ...  for name, m, info in map_with(st, Topology.from_matrices([[0, 10], [10, 0]]), "cs")]
-    [('cs', [[0, 1]], 1.1)]
-    """
-    from dnnpart.solvers.parmesan.cost import choose_instantiation
-
-    auto = choose_instantiation(stages)
-    kind = auto if instantiation == "auto" else instantiation
-    if mapping != "parmesan":
-        m = {"cs": cs_mapping, "p2p-first": p2p_first_mapping}.get(mapping)
-        device_of = m(stages) if m is not None else random_mapping(stages, seed)
-        value = max_stage_time(stages, topo, device_of, kind)  # type: ignore[arg-type]
-        return [(mapping, device_of, {"eq5_max_stage_time": value, "instantiation": kind,
-                                      "mapping_status": "heuristic"})]
-    kinds = [kind]
-    if instantiation == "auto" and stages.replicas > 1:
-        kinds.append("allreduce" if kind == "p2p" else "p2p")
-    out: list[tuple[str, IntArray, dict[str, Any]]] = []
-    for i, kd in enumerate(kinds):
-        share = None if time_limit is None else time_limit / (len(kinds) - i)
-        res = map_stages(stages, topo, instantiation=kd,  # type: ignore[arg-type]
-                         eps=eps, time_limit=share, threads=threads,
-                         deterministic=deterministic, seed=seed)
-        if res.device_of is None:
-            if res.status is Status.INFEASIBLE:
-                return []
-            continue
-        out.append((f"parmesan-{kd}", res.device_of, {
-            "eq5_max_stage_time": res.objective, "eq5_bound": res.bound,
-            "mapping_status": res.status.value, "mapping_gap": res.gap, "instantiation": kd,
-            "eq5_cs": res.baselines.get("cs", math.inf), "mapping_nodes": res.n_nodes,
-        }))
-    for name, func in (("cs", cs_mapping), ("p2p-first", p2p_first_mapping)):
-        base = func(stages)
-        value = max_stage_time(stages, topo, base, kind)  # type: ignore[arg-type]
-        out.append((name, base, {"eq5_max_stage_time": value, "instantiation": kind,
-                                 "mapping_status": "heuristic"}))
-    return out
-
-
-def stages_in_seconds(stages: PipelineStages, time_unit_s: float) -> PipelineStages:
-    """``stages`` with compute converted from graph time units to seconds.
-
-    Phase 1 works in the graph's units (the zoo's and paper 1's graphs are in ms); phase 2
-    adds ``M / B`` transfer times in seconds (SI bandwidths), so compute must be converted
-    first or communication would weigh ``1 / time_unit_s`` times too little.
-
-    Examples
-    --------
-    >>> st = PipelineStages(compute=[2.0, 4.0], param_bytes=[0, 0], comm_bytes=[[0, 1], [0, 0]])
-    >>> stages_in_seconds(st, 1e-3).compute.tolist()
-    [0.002, 0.004]
-    """
-    return dataclasses.replace(stages, compute=stages.compute * float(time_unit_s))
-
-
-def plan_from_mapping(problem: Problem, stage_of: IntArray, device_of: IntArray) -> Plan:
-    """Nodes on copy 0's device of their stage; copies ``r > 0`` as replicas; pipeline copies.
-
-    ``device_of`` is ``(R, S)`` in topology numbering (the ``i``-th accelerator).
-
-    Examples
-    --------
-    >>> from dnnpart.testing import chain_problem
-    >>> p = chain_problem([1.0, 1.0], n_accelerators=4)
-    >>> plan = plan_from_mapping(p, np.array([0, 1]), np.array([[0, 1], [3, 2]]))
-    >>> plan.assignment.tolist(), plan.replica_of.tolist(), plan.pipeline_copy.tolist()
-    ([0, 1], [0, 1, 1, 0], [0, 0, 1, 1])
-    """
-    cluster = problem.cluster
-    acc = np.asarray(cluster.accelerators, dtype=np.int64)
-    dev = acc[np.asarray(device_of, dtype=np.int64)]  # (R, S) cluster device indices
-    replica_of = np.arange(cluster.n_devices, dtype=np.int64)
-    copy = np.zeros(cluster.n_devices, dtype=np.int64)
-    r_n, s_n = dev.shape
-    for s in range(s_n):
-        for r in range(r_n):
-            replica_of[dev[r, s]] = dev[0, s]
-            copy[dev[r, s]] = r
-    assignment = dev[0][np.asarray(stage_of, dtype=np.int64)]
-    if r_n == 1:
-        return Plan(assignment=assignment.astype(np.int32))
-    return Plan(assignment=assignment.astype(np.int32), replica_of=replica_of.astype(np.int32),
-                pipeline_copy=copy.astype(np.int32))
-
-
-def memory_model(problem: Problem, optimizer_states: float) -> MemoryModel:
-    cap = problem.cluster.memory_capacity()[list(problem.cluster.accelerators)]
-    obj = problem.objective
-    return MemoryModel(device_memory=float(np.min(cap)) if len(cap) else math.inf,
-                       optimizer_states=float(optimizer_states),
-                       micro_batches=int(obj.microbatches),
-                       schedule="gpipe" if obj.schedule == "gpipe" else "1f1b",
-                       recompute=bool(obj.recompute))
+#: The one option each registered ablation fixes; everything else as ``parmesan`` has it.
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "parmesan": {},
+    "parmesan-noclust": {"k": None},
+    "parmesan-norefine": {"refine_steps": 0},
+}
+#: Layer-level PipeDream partition on ``S * R`` devices (kept under its former name, which
+#: the phase-1 benchmark and tests import).
+_layer_partition = layer_partition
 
 
 def _int_option(name: str, value: Any, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"option {name}: expected an integer >= {low}, got {value!r}")
+        raise UsageError(f"option {name}: expected an integer >= {low}, got {value!r}")
     return int(value)
 
 
-def _pairs(n_dev: int, stages: Any, replicas: Any) -> list[tuple[int, int]]:
-    if stages is not None:
-        stages = _int_option("stages", stages)
-    if replicas is not None:
-        replicas = _int_option("replicas", replicas)
-    if stages is not None and replicas is not None:
-        if stages * replicas != n_dev:
-            raise ValueError(f"option stages * replicas = {stages * replicas} must equal the "
-                             f"number of accelerators, {n_dev}")
-        return [(stages, replicas)]
-    if stages is not None or replicas is not None:
-        given = stages if stages is not None else replicas
-        if n_dev % given:
-            name = "stages" if stages is not None else "replicas"
-            raise ValueError(f"option {name}={given} does not divide the {n_dev} accelerators")
-        other = n_dev // given
-        return [(given, other)] if stages is not None else [(other, given)]
-    return divisor_pairs(n_dev)
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UsageError(f"option {name}: expected true or false, got {value!r}")
+    return value
+
+
+def _number(name: str, value: Any, ok: Callable[[float], bool], expected: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
+        raise UsageError(f"option {name}: expected {expected}, got {value!r}")
+    return float(value)
 
 
 def run_parmesan(
@@ -227,86 +137,114 @@ def run_parmesan(
     eps: float | None = None, gap: float | None = None, optimizer_states: float = 2.0,
     threads: Any = 1, deterministic: bool = False, seed: Any = 0,
     max_ideals: Any = DEFAULT_MAX_IDEALS, graph: Any = None, search_space: str = "",
-    layer_seed: bool = False, path_fallback: bool = False, **options: Any,
+    layer_seed: bool = False, paper_only: bool = False, path_fallback: bool = False,
+    partition_name: str = "op-level partition", **options: Any,
 ) -> SolveResult:
     """Both phases over the requested or searched ``(S, R)``; the best simulated plan."""
     if options:
-        raise ValueError(f"{method}: unknown option(s) {sorted(options)}")
+        raise UsageError(f"{method}: unknown option(s) {sorted(options)}")
     if problem.objective.kind != PIPELINE:
-        raise ValueError(f"{method} optimises the pipeline objective, not {problem.objective.kind!r}")
+        raise UsageError(f"{method} optimises the pipeline objective, not {problem.objective.kind!r}")
     if mapping not in MAPPINGS:
-        raise ValueError(f"option mapping: expected one of {list(MAPPINGS)}, got {mapping!r}")
+        raise UsageError(f"option mapping: expected one of {list(MAPPINGS)}, got {mapping!r}")
     if instantiation not in INSTANTIATIONS:
-        raise ValueError(f"option instantiation: expected one of {list(INSTANTIATIONS)}, "
+        raise UsageError(f"option instantiation: expected one of {list(INSTANTIATIONS)}, "
                          f"got {instantiation!r}")
     tol = eps if eps is not None else gap
-    tol = DEFAULT_EPS if tol is None else tol
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-        raise ValueError(f"option eps/gap: expected a number in (0, 1), got {tol!r}")
+    tol = _number("eps/gap", DEFAULT_EPS if tol is None else tol, lambda x: 0 < x < 1,
+                  "a number in (0, 1)")
     if k is not None:
         k = _int_option("k", k)
     refine_steps = _int_option("refine_steps", refine_steps, low=0)
     threads = _int_option("threads", threads)
     max_ideals = _int_option("max_ideals", max_ideals)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
-        raise ValueError(f"option alpha: expected a number >= 0, got {alpha!r}")
-    if isinstance(optimizer_states, bool) or not isinstance(optimizer_states, (int, float)) \
-            or not optimizer_states >= 0:
-        raise ValueError(f"option optimizer_states: expected a number >= 0, got {optimizer_states!r}")
-    if not isinstance(layer_seed, bool):
-        raise ValueError(f"option layer_seed: expected true or false, got {layer_seed!r}")
-    if not isinstance(deterministic, bool):
-        raise ValueError(f"option deterministic: expected true or false, got {deterministic!r}")
+    alpha = _number("alpha", alpha, lambda x: x >= 0, "a number >= 0")
+    optimizer_states = _number("optimizer_states", optimizer_states, lambda x: x >= 0,
+                               "a number >= 0")
+    layer_seed = _flag("layer_seed", layer_seed)
+    deterministic = _flag("deterministic", deterministic)
+    paper_only = _flag("paper_only", paper_only)
     if seed is not None:
         seed = _int_option("seed", seed, low=0)
+    s_fixed = None if stages is None else _int_option("stages", stages)
+    r_fixed = None if replicas is None else _int_option("replicas", replicas)
     clock = Stopwatch(time_limit)
     cluster = problem.cluster
     n_dev = len(cluster.accelerators)
     if n_dev == 0:
-        raise ValueError(f"{method}: the cluster has no accelerators to pipeline over")
-    pairs = _pairs(n_dev, stages, replicas)
-    topo = Topology.from_cluster(cluster)
-    mem = memory_model(problem, optimizer_states)
+        raise UsageError(f"{method}: the cluster has no accelerators to pipeline over")
     work_graph = problem.graph if graph is None else graph
-    best: tuple[tuple[int, float], Plan, dict[str, Any]] | None = None
+    _, atom = atomic_dag(work_graph)
+    n_ops = int(atom.max()) + 1 if atom.size else 0
+    bound = ComputeBound.of_problem(problem, work_graph, atom)
+    pairs = sorted(pipeline_pairs(n_dev, n_ops, s_fixed, r_fixed),
+                   key=lambda p: (bound.of(*p), -p[0] * p[1], p[0]))
+    if not pairs:
+        why = (f"a pipeline of {s_fixed or 1} stages needs {s_fixed or 1} operators; the graph "
+               f"has {n_ops} (after contracting colocated ones)")
+        return SolveResult(status=Status.INFEASIBLE, plan=None, objective=math.inf, method=method,
+                           wall_time_s=clock.elapsed, search_space=search_space,
+                           stats={"why": why, "tried": ""})
+    topo = Topology.from_cluster(cluster)
+    best: tuple[tuple[int, float], Plan, dict[str, Any], str] | None = None
+    best_feasible = math.inf
     tried: list[str] = []
     too_large: ProblemTooLargeError | None = None
+    several = False  # whether any pair had more than one candidate (provenance names the pick)
     for i, (s_n, r_n) in enumerate(pairs):
+        pair_bound = bound.of(s_n, r_n)
+        if best is not None and clock.expired():  # keep what was found (an anytime method)
+            tried.append(f"S={s_n},R={r_n}: not tried, time is up")
+            continue
+        if pair_bound >= best_feasible:
+            tried.append(f"S={s_n},R={r_n}: skipped, compute bound {pair_bound:.6g} >= best "
+                         f"{best_feasible:.6g}")
+            continue
         left = None if time_limit is None else max(1e-3, time_limit - clock.elapsed)
-        share = None if left is None else left / (len(pairs) - i)
+        open_pairs = sum(bound.of(*p) < best_feasible for p in pairs[i:])
+        share = None if left is None else left / max(1, open_pairs)
         if progress is not None:
             progress.update(f"{method}: S={s_n}, R={r_n}", i / len(pairs))
         pair_start = clock.elapsed
+        n_used = s_n * r_n
+        mem = memory_model(problem, optimizer_states, replicas=r_n, n_devices=n_used)
         layer: Phase1Result | None = None
         if layer_seed:
             try:
-                layer = _layer_partition(problem, s_n, n_dev, r_n, mem, max_ideals)
+                layer = layer_partition(problem, s_n, n_used, r_n, mem, max_ideals)
             except (ProblemTooLargeError, MemoryError):
                 tried.append(f"S={s_n},R={r_n}: layer-path partition too large, skipped")
+            except interrupt.Stopped:  # the DP saw the stop flag: no layer candidate
+                tried.append(f"S={s_n},R={r_n}: layer-path partition stopped")
         try:
-            part = partition_ops(work_graph, s_n, n_dev, replicas=r_n, k=k, alpha=float(alpha),
+            part = partition_ops(work_graph, s_n, n_used, replicas=r_n, k=k, alpha=alpha,
                                  memory=mem, refine_steps=refine_steps, max_ideals=max_ideals,
                                  respect=None if layer is None else layer.stage_of,
                                  too_large="chain" if path_fallback else "raise")
-        except ProblemTooLargeError as exc:
-            too_large = exc
+        except (ProblemTooLargeError, interrupt.Stopped) as exc:
+            # the DP's own stop (time limit, Ctrl-C) ends the op level but not the candidates
+            # found so far: the layer partition of this pair, the plans of earlier pairs
+            what = "too large" if isinstance(exc, ProblemTooLargeError) else "stopped"
+            if isinstance(exc, ProblemTooLargeError):
+                too_large = exc
             if layer is None:
-                tried.append(f"S={s_n},R={r_n}: too large")
+                tried.append(f"S={s_n},R={r_n}: {what}")
                 continue
             # the layer partition is still a candidate; it needs the op DAG only
-            tried.append(f"S={s_n},R={r_n} (op level): too large")
-            dag, atom = atomic_dag(work_graph)
+            tried.append(f"S={s_n},R={r_n} (op level): {what}")
+            dag, atoms = atomic_dag(work_graph)
             part = Phase1Result(stage_of=None, atom_stage=None, replicas=None,
                                 objective=math.inf, dp_objective=math.inf, n_hyper_ops=0,
-                                n_ideals=0, n_moves=0, dag=dag, atom=atom)
-        parts: list[tuple[str, Phase1Result]] = [("op level", part)]
+                                n_ideals=0, n_moves=0, dag=dag, atom=atoms)
+        parts: list[tuple[str, Phase1Result]] = [(OP_LEVEL, part)]
         if layer is not None:
-            parts += _layer_seed(part, layer, mem, refine_steps)
+            parts += layer_seed_candidates(part, layer, mem, refine_steps)
         parts = [(src, p) for src, p in parts if p.stage_of is not None
                  and p.atom_stage is not None and math.isfinite(p.objective)]
         if not parts:
-            tried.append(f"S={s_n},R={r_n}: no partition")
+            tried.append(f"S={s_n},R={r_n}: no partition within memory")
             continue
+        pair_topo = first_devices(topo, n_used)
         for j, (source, pt) in enumerate(parts):
             assert pt.stage_of is not None and pt.atom_stage is not None
             # the searches get MAP_SHARE of what is left for this pair; the rest pays for
@@ -317,23 +255,31 @@ def run_parmesan(
                 1e-3, MAP_SHARE * (share - (clock.elapsed - pair_start)) / (len(parts) - j))
             st = stages_in_seconds(pipeline_stages(pt.dag, pt.atom_stage, r_n, memory=mem),
                                    cluster.time_unit_s)
-            candidates = map_with(st, topo, mapping, instantiation=instantiation,
-                                  eps=float(tol), time_limit=sub, threads=threads,
-                                  deterministic=deterministic, seed=seed)
+            candidates = map_with(st, pair_topo, mapping, instantiation=instantiation,
+                                  eps=tol, time_limit=sub, threads=threads,
+                                  deterministic=deterministic, seed=seed, paper_only=paper_only)
             if not candidates:
                 tried.append(f"S={s_n},R={r_n} ({source}): no mapping")
                 continue
+            several = several or len(parts) * len(candidates) > 1
             first_info = candidates[0][2]
             sims: dict[str, float] = {}
             for name, device_of, info in candidates:
                 plan = plan_from_mapping(problem, pt.stage_of, device_of)
                 ev = evaluate(problem, plan)
                 sims[name] = ev.objective
+                if ev.feasible:
+                    best_feasible = min(best_feasible, ev.objective)
                 # infeasible plans (memory) rank after feasible ones, then by simulated time
                 key = (0 if ev.feasible else 1, ev.objective)
                 if best is None or key < best[0]:
+                    text = (partition_text(source, pt, op_level=partition_name,
+                                           clustered=k is not None, refined=refine_steps > 0,
+                                           seeded=layer is not None)
+                            + " + " + mapping_text(name, info) + f" (S={s_n}, R={r_n})")
                     best = (key, plan, {
-                        "stages": s_n, "replicas": r_n, "eq3_max_stage_time": pt.objective,
+                        "stages": s_n, "replicas": r_n, "devices_used": n_used,
+                        "eq3_max_stage_time": pt.objective,
                         "eq3_after_dp": pt.dp_objective, "hyper_ops": pt.n_hyper_ops,
                         "ideals": pt.n_ideals, "refinement_moves": pt.n_moves,
                         "eq3_op_level": part.objective, "partition_from": source,
@@ -342,65 +288,34 @@ def run_parmesan(
                         **first_info, "mapping_pick": name,
                         "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
                         "picked_mapping_status": info["mapping_status"],
-                        "picked_instantiation": info["instantiation"]})
+                        "picked_instantiation": info["instantiation"]}, text)
             tried.append(f"S={s_n},R={r_n} ({source}): "
                          + ", ".join(f"{n} {v:.6g}" for n, v in sims.items()))
     if best is None:
-        if too_large is not None and len(tried) == sum("too large" in t for t in tried):
+        if too_large is not None and all("too large" in t for t in tried):
             raise too_large
-        return SolveResult(status=Status.INFEASIBLE, plan=None, objective=math.inf, method=method,
+        # phase 1 is a heuristic (clustering, a memory model, idle CPUs): finding no plan
+        # proves nothing
+        return SolveResult(status=Status.UNKNOWN, plan=None, objective=math.inf, method=method,
                            wall_time_s=clock.elapsed, search_space=search_space,
-                           stats={"tried": "; ".join(tried)})
-    _, plan, stats = best
+                           stats={"why": "no pair gave a partition within memory and a mapping",
+                                  "tried": "; ".join(tried)})
+    _, plan, stats, text = best
     stats = {k2: v for k2, v in stats.items()
              if isinstance(v, (int, float, str, bool)) or v is None}
     return result_from_plan(problem, plan, method=method, clock=clock, proven=False,
-                            search_space=search_space, tried="; ".join(tried), **stats)
-
-
-def _layer_partition(problem: Problem, s_n: int, n_dev: int, r_n: int, mem: MemoryModel,
-                     max_ideals: int) -> Phase1Result | None:
-    """PipeDream's layer-path partition (the ``pipedream`` method's, with its path fallback),
-    or ``None`` when it has none."""
-    limit = float(problem.cluster.memory_capacity().min())
-    contracted, _ = contract_branches(problem.graph, memory_limit=limit)
-    layer = partition_ops(contracted, s_n, n_dev, replicas=r_n, k=None, memory=mem,
-                          refine_steps=0, max_ideals=max_ideals, too_large="chain")
-    return None if layer.stage_of is None or layer.replicas is None else layer
-
-
-def _layer_seed(part: Phase1Result, layer: Phase1Result, mem: MemoryModel, refine_steps: int
-                ) -> list[tuple[str, Phase1Result]]:
-    """The layer-path partition as phase-1 results on ``part``'s op DAG: refined, and as it is
-    when refinement moved something."""
-    assert layer.stage_of is not None and layer.replicas is not None
-    start = np.empty(part.dag.n, dtype=np.int64)
-    start[part.atom] = layer.stage_of
-    reps = layer.replicas
-
-    def as_result(atom_stage: IntArray, moves: int) -> Phase1Result:
-        value = float(stage_times(part.dag, atom_stage, reps).max())
-        return dataclasses.replace(part, stage_of=atom_stage[part.atom], atom_stage=atom_stage,
-                                   replicas=reps, objective=value,
-                                   dp_objective=layer.objective, n_moves=moves,
-                                   lattice=layer.lattice)
-
-    if refine_steps == 0:
-        return [("layer path", as_result(start, 0))]
-    refined, moves = refine(part.dag, start.copy(), reps, memory=mem, max_steps=refine_steps)
-    out = [("layer path refined", as_result(refined, moves))]
-    if moves:
-        out.append(("layer path", as_result(start, 0)))
-    return out
+                            search_space=search_space, provenance=text if several else "",
+                            tried="; ".join(tried), **stats)
 
 
 def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
-             mapping_default: str = "parmesan") -> tuple[Option, ...]:
-    """The typed option schema shared by the Parmesan methods (and pipedream's pipeline mode)."""
+                     mapping_default: str = "parmesan") -> tuple[Option, ...]:
+    """The typed option schema shared by the Parmesan methods (and pipedream's pipeline mode);
+    ``seed_option`` adds ``layer_seed`` and ``paper_only``."""
     out = [
-        Option("stages", int, None, "pipeline stages S (default: search the divisor pairs of D)",
+        Option("stages", int, None, "pipeline stages S (default: search every S * R <= D)",
                minimum=1),
-        Option("replicas", int, None, "replicas R per stage (S * R = accelerators)", minimum=1),
+        Option("replicas", int, None, "replicas R per stage (S * R <= accelerators)", minimum=1),
     ]
     if clustering:
         out += [Option("k", int, 128, "hyper-ops after clustering (parmesan-noclust: none)",
@@ -423,12 +338,45 @@ def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
         Option("max_ideals", int, DEFAULT_MAX_IDEALS, "cap on the DP's ideal lattice", minimum=1),
     ]
     if seed_option:
-        out.append(Option("layer_seed", bool, True,
-                          "also try PipeDream's layer-path partition (false: the paper's flow)"))
+        out += [Option("layer_seed", bool, True,
+                       "also try PipeDream's layer-path partition (false: the paper's flow)"),
+                Option("paper_only", bool, False,
+                       "the paper's algorithm alone: no layer seed, one mapping (the mapper's "
+                       "optimum) per (S, R)")]
     return tuple(out)
 
 
-_SPACE = "pipelines of S stages x R replicas (chains of fronted subgraphs) mapped onto the accelerators"
+def _with_paper_only(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``paper_only`` resolved: it turns the layer seed off and keeps the
+    paper's mapping; explicit options that say otherwise are refused, naming both."""
+    out = dict(options)
+    paper_only = _flag("paper_only", out.get("paper_only", False))
+    if not paper_only:
+        out.setdefault("layer_seed", True)
+        return out
+    if out.get("layer_seed", False) is not False:
+        raise UsageError(f"{method}: option paper_only=true contradicts layer_seed="
+                         f"{out['layer_seed']!r} (the paper's flow has no layer-level seed)")
+    if out.get("mapping", "parmesan") != "parmesan":
+        raise UsageError(f"{method}: option paper_only=true contradicts mapping="
+                         f"{out['mapping']!r} (the paper maps with its own search)")
+    out["layer_seed"] = False
+    return out
+
+
+def _solve_variant(method: str, problem: Problem, time_limit: float | None,
+                   progress: Progress | None, options: dict[str, Any]) -> SolveResult:
+    """``parmesan`` or one of its ablations: :data:`ABLATIONS` fixes one option."""
+    fixed = ABLATIONS[method]
+    given = sorted(set(fixed) & set(options))
+    if given:
+        raise UsageError(f"{method}: unknown option(s) {given} (the ablation fixes them)")
+    return run_parmesan(problem, method=method, time_limit=time_limit, progress=progress,
+                        search_space=_SPACE, **fixed, **_with_paper_only(method, options))
+
+
+_SPACE = ("pipelines of S stages x R replicas (chains of fronted subgraphs) on S * R of the "
+          "accelerators")
 _GUARANTEE = ("heuristic partition (clustering + exact DP + refinement); mapping optimal for "
               "Eq. 5 within eps when it finishes (bound and gap in stats)")
 
@@ -446,9 +394,7 @@ def solve_parmesan(problem: Problem, /, *, time_limit: float | None = None,
     >>> r.stats["stages"], r.stats["replicas"], r.plan.pipeline_copy is not None
     (2, 2, True)
     """
-    options.setdefault("layer_seed", True)
-    return run_parmesan(problem, method="parmesan", time_limit=time_limit, progress=progress,
-                        search_space=_SPACE, **options)
+    return _solve_variant("parmesan", problem, time_limit, progress, options)
 
 
 PARMESAN = MethodInfo(
@@ -467,10 +413,7 @@ PARMESAN = MethodInfo(
 def solve_parmesan_noclust(problem: Problem, /, *, time_limit: float | None = None,
                            progress: Progress | None = None, **options: Any) -> SolveResult:
     """``parmesan`` with ``k=None``."""
-    if "k" in options:
-        raise ValueError("parmesan-noclust: unknown option(s) ['k'] (it never clusters)")
-    return run_parmesan(problem, method="parmesan-noclust", time_limit=time_limit,
-                        progress=progress, k=None, search_space=_SPACE, **options)
+    return _solve_variant("parmesan-noclust", problem, time_limit, progress, options)
 
 
 PARMESAN_NOCLUST = MethodInfo(
@@ -480,7 +423,7 @@ PARMESAN_NOCLUST = MethodInfo(
     guarantee="ablation; partition exact for Eq. 3 before refinement (lattice guard applies)",
     objectives=(PIPELINE,),
     source="paper 4, ablation",
-    options=pipeline_options(clustering=False, refinement=True, seed_option=False),
+    options=pipeline_options(clustering=False, refinement=True, seed_option=True),
     anytime=True,
     space=CONTIGUOUS,
 )
@@ -489,10 +432,7 @@ PARMESAN_NOCLUST = MethodInfo(
 def solve_parmesan_norefine(problem: Problem, /, *, time_limit: float | None = None,
                             progress: Progress | None = None, **options: Any) -> SolveResult:
     """``parmesan`` with ``refine_steps=0``."""
-    if "refine_steps" in options:
-        raise ValueError("parmesan-norefine: unknown option(s) ['refine_steps'] (it never refines)")
-    return run_parmesan(problem, method="parmesan-norefine", time_limit=time_limit,
-                        progress=progress, refine_steps=0, search_space=_SPACE, **options)
+    return _solve_variant("parmesan-norefine", problem, time_limit, progress, options)
 
 
 PARMESAN_NOREFINE = MethodInfo(
@@ -501,7 +441,7 @@ PARMESAN_NOREFINE = MethodInfo(
     guarantee="ablation; heuristic partition, mapping as parmesan",
     objectives=(PIPELINE,),
     source="paper 4, ablation",
-    options=pipeline_options(clustering=True, refinement=False, seed_option=False),
+    options=pipeline_options(clustering=True, refinement=False, seed_option=True),
     anytime=True,
     space=CONTIGUOUS,
 )
