@@ -1,5 +1,6 @@
 """Numba kernel of the inner search (Alg. 1's feasibility check); ``.py_func`` is its
-plain-Python twin.
+uncompiled source (compilation checks; ``tests/solvers/parmesan/test_dfs_twin.py`` holds the
+brute-force twin).
 
 :func:`dfs_feasible` decides whether a bijection of the ``n`` vertices of ``G'`` (taken in a
 fixed search order, "positions") onto ``n`` devices has every stage time ``<= t``. It is an

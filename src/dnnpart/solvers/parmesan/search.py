@@ -294,7 +294,8 @@ def feasible(
 ) -> tuple[int, IntArray | None, int]:
     """Is there a mapping with every stage time ``<= t``? ``(status, device per vertex, nodes)``.
 
-    ``python=True`` runs the plain-Python twin of the kernel.
+    ``python=True`` runs the kernel's uncompiled source (compilation checks; the brute-force
+    twin is in ``tests/solvers/parmesan/test_dfs_twin.py``).
     """
     n = space.n
     state = np.zeros(2, np.int64)
