@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnpart import interrupt
-from dnnpart.errors import ProblemTooLargeError
+from dnnpart.errors import ProblemTooLargeError, UsageError
 from dnnpart.graph.ideals import count_dag_ideals, dag_ideals
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.parmesan.opdag import BoolArray, FloatArray, IntArray, MemoryModel, OpDag
@@ -117,9 +117,9 @@ def _too_large(dag: OpDag, cap: int, max_ideals: int) -> ProblemTooLargeError:
 
 def _check_args(dag: OpDag, s_n: int, d_n: int, replicas: int | None) -> None:
     if s_n < 1 or d_n < s_n:
-        raise ValueError(f"need 1 <= stages <= devices, got S={s_n}, D={d_n}")
+        raise UsageError(f"need 1 <= stages <= devices, got S={s_n}, D={d_n}")
     if replicas is not None and replicas * s_n != d_n:
-        raise ValueError(f"replicas * stages must equal devices: {replicas} * {s_n} != {d_n}")
+        raise UsageError(f"replicas * stages must equal devices: {replicas} * {s_n} != {d_n}")
 
 
 #: Per ideal ``i``: candidate earlier ideals ``js`` (subsets) and, for ``U = F_i - F_j``, Eq. 3

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart.errors import UsageError
 from dnnpart.plan import Status
 from dnnpart.pricing.pairs import Topology
 from dnnpart.pricing.stages import mapping_stage_times, max_stage_time
@@ -446,10 +447,10 @@ def map_stages(
     clock0 = time.monotonic()
     deadline = None if time_limit is None else clock0 + float(time_limit)
     if stages.n_devices != topo.n_devices:
-        raise ValueError(f"the pipeline needs S * R = {stages.n_devices} devices, the topology "
+        raise UsageError(f"the pipeline needs S * R = {stages.n_devices} devices, the topology "
                          f"has {topo.n_devices}")
     if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps!r}")
+        raise UsageError(f"eps must be > 0, got {eps!r}")
     kind: Instantiation = (choose_instantiation(stages) if instantiation == "auto"
                            else instantiation)
     if deterministic and node_limit is None:
