@@ -1,6 +1,7 @@
 """One exception hierarchy for everything dnnpart raises on purpose.
 
-The CLI maps these to exit codes: ``FormatError``/``UsageError``/``InvalidGraphError`` -> 2,
+The CLI maps these to exit codes: ``FormatError``/``UsageError``/``InvalidGraphError``/
+``UnknownIdError`` -> 2,
 ``InfeasibleError``/``ProblemTooLargeError`` -> 1, ``MissingDependencyError`` -> 3. Anything
 else that escapes (a plain ``ValueError``, ``KeyError``, ``IndexError`` included, wherever it
 was raised) is a bug: exit 4. So input is checked at the edge, by raising one of these.
