@@ -193,7 +193,7 @@ def run_parmesan(
     several = False  # whether any pair had more than one candidate (provenance names the pick)
     for i, (s_n, r_n) in enumerate(pairs):
         pair_bound = bound.of(s_n, r_n)
-        if best is not None and clock.expired():  # keep what was found (an anytime method)
+        if clock.expired():  # keep what was found (an anytime method); no pair past the limit
             tried.append(f"S={s_n},R={r_n}: not tried, time is up")
             continue
         if pair_bound >= best_feasible:
