@@ -42,9 +42,9 @@ from dnnpart import Objective, Plan, Problem, Status, evaluate
 from dnnpart.devices import reference_cluster
 from dnnpart.graph import GraphBuilder, colocation_units
 from dnnpart.plan import SolveResult
-from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, OBJECTIVE_KINDS, PIPELINE, THROUGHPUT
+from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, OBJECTIVE_KINDS, PIPELINE, STAGES, THROUGHPUT
 from dnnpart.solvers import available_methods, solve
-from dnnpart.solvers.method import ANY, CONTIGUOUS, GIVEN, LAYERWISE, PIPELINE_ORDER, MethodInfo
+from dnnpart.solvers.method import ANY, BLOCK_CHAIN, CONTIGUOUS, GIVEN, LAYERWISE, PIPELINE_ORDER, MethodInfo
 from dnnpart.testing.layer_problems import random_layer_problem
 from dnnpart.testing.strategies import (
     RngChooser,
@@ -94,6 +94,29 @@ PROBLEM_SETS.update(SLOW_SETS)
 _LAYER_RNG = np.random.default_rng(1717)
 PROBLEM_SETS["iteration"] = [random_layer_problem(_LAYER_RNG, max_layers=5, devices=2 + 2 * (i % 2))
                              for i in range(8)]
+
+
+def _as_stages(problem: Problem, blocks: bool) -> Problem:
+    """A ``pipeline`` problem under the ``stages`` objective (same schedule, micro-batches and
+    recomputation); with ``blocks``, its forward nodes get module paths of two-node blocks
+    (``h.0.a``, ``h.0.b``, ``h.1.a`` ...) so that the units are blocks, not nodes."""
+    import dataclasses
+
+    o = problem.objective
+    graph = problem.graph
+    if blocks:
+        fwd = np.flatnonzero(~graph.is_backward).tolist()
+        paths = [""] * graph.n_nodes
+        for k, v in enumerate(fwd):
+            paths[v] = f"h.{k // 2}.{'ab'[k % 2]}"
+        graph = dataclasses.replace(graph, module_paths=tuple(paths))
+    return dataclasses.replace(problem, graph=graph, objective=Objective(
+        kind=STAGES, schedule=o.schedule, microbatches=o.microbatches, recompute=o.recompute))
+
+
+# a trainer's pipeline: paper 4's tiny problems, units one node each and two-node blocks
+PROBLEM_SETS["stages"] = ([_as_stages(p, False) for p in seeded_pipeline_problems(8, seed=505)]
+                          + [_as_stages(p, True) for p in seeded_pipeline_problems(8, seed=506)])
 
 
 def test_every_objective_kind_has_a_problem_set() -> None:
@@ -276,6 +299,34 @@ def enumerate_pipelines(problem: Problem) -> Optima:
     return Optima({ANY: best, CONTIGUOUS: best, PIPELINE_ORDER: best})
 
 
+def block_chain_plans(problem: Problem) -> Iterator[Plan]:
+    """Every split of the block units (in order) into ``S`` non-empty runs, ``S`` up to the
+    accelerators, run ``i`` on the ``i``-th accelerator (written from the space's definition,
+    not from the DP)."""
+    from dnnpart.graph.blocks import node_units
+
+    units = node_units(problem.graph)
+    devices = list(problem.cluster.accelerators) or list(range(problem.cluster.n_devices))
+    n_units = units.n_units
+    for n_stages in range(1, min(len(devices), n_units) + 1):
+        for cuts in itertools.combinations(range(1, n_units), n_stages - 1):
+            bounds = [0, *cuts, n_units]
+            stage_of_unit = np.zeros(n_units, dtype=np.int64)
+            for i in range(n_stages):
+                stage_of_unit[bounds[i]:bounds[i + 1]] = i
+            yield Plan(assignment=np.asarray(devices)[stage_of_unit[units.unit]])
+
+
+def enumerate_block_chains(problem: Problem) -> Optima:
+    """The ``stages`` objective over :func:`block_chain_plans`, scored by ``evaluate``."""
+    best = math.inf
+    for plan in block_chain_plans(problem):
+        ev = evaluate(problem, plan)
+        if ev.feasible:
+            best = min(best, ev.objective)
+    return Optima({BLOCK_CHAIN: best})
+
+
 def enumerate_layerwise(problem: Problem) -> Optima:
     """Eq. 1 over every strategy of the layer-wise configuration space (paper 3)."""
     from dnnpart.evaluate.iteration import iteration_setting
@@ -304,7 +355,8 @@ def one_subgraph_each(plan: Plan) -> bool:
 
 
 _ENUMERATION = {THROUGHPUT: enumerate_splits, LATENCY: enumerate_latency, MAKESPAN: enumerate_splits,
-                PIPELINE: enumerate_pipelines, ITERATION: enumerate_layerwise}
+                PIPELINE: enumerate_pipelines, ITERATION: enumerate_layerwise,
+                STAGES: enumerate_block_chains}
 
 
 @functools.cache
@@ -322,6 +374,9 @@ def in_space(problem: Problem, plan: Plan, space: str) -> bool:
         return bool(evaluate(problem.with_objective(Objective()), plan).contiguous.all())
     if space == PIPELINE_ORDER:
         return in_pipeline_order(problem, plan)
+    if space == BLOCK_CHAIN:
+        return any(plan.assignment.tolist() == p.assignment.tolist()
+                   for p in block_chain_plans(problem))
     raise AssertionError(f"no membership test for space {space!r}")
 
 
@@ -332,6 +387,8 @@ def _spaces_containing(problem: Problem, plan: Plan) -> list[str]:
         return [LAYERWISE] if plan.layer_configs is not None else []
     if kind == PIPELINE:
         return [ANY]  # the evaluator runs pipeline plans only, and every one is enumerated
+    if kind == STAGES:
+        return [BLOCK_CHAIN] if in_space(problem, plan, BLOCK_CHAIN) else []
     if plan.is_replicated:
         return []  # the enumerations place nodes, they do not replicate stages
     if kind == LATENCY and not one_subgraph_each(plan):

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workflow",),
     ("export", "viz"),
     ("testing",),
-    ("solvers", "solvers.registry", "solvers.brute_force", "solvers.ip", "baselines",
+    ("solvers", "solvers.registry", "solvers.brute_force", "solvers.ip", "solvers.block_pipeline", "baselines",
      "solvers.parmesan", "solvers.pardnn", "solvers.optcnn", "solvers.dp", "solvers.result",
      "solvers.incumbent", "solvers.method"),
     ("zoo", "frontends"),

@@ -18,7 +18,12 @@ PIPELINE = "pipeline"
 #: Paper 3: time of one training iteration of a layer-wise parallel strategy (Eq. 1, t_O),
 #: per-GPU batch ``batch``, priced by the roofline the cluster's devices carry.
 ITERATION = "iteration"
-OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE, ITERATION)
+#: A trainer's linear pipeline (:mod:`dnnpart.pricing.chain`): the largest stage time
+#: (forward + backward compute plus the transfers carried between neighbouring stages,
+#: paper 1's throughput form and paper 4's Eq. 5) under per-stage memory = weights, gradients,
+#: optimizer state and the activations of the micro-batches in flight under ``schedule``.
+STAGES = "stages"
+OBJECTIVE_KINDS = (THROUGHPUT, LATENCY, MAKESPAN, PIPELINE, ITERATION, STAGES)
 #: Pipeline schedules of the ``pipeline`` objective.
 SCHEDULES = ("gpipe", "1f1b")
 #: Training objectives (paper 1, section 5.3): PipeDream's max_i(FW_i + BW_i) and GPipe's
@@ -43,7 +48,7 @@ class Objective:
     kind: str = THROUGHPUT
     training: str = "pipedream"
     overlap: str = "none"
-    #: ``pipeline`` only: schedule, micro-batches per step, activation recomputation.
+    #: ``pipeline`` and ``stages``: schedule, micro-batches per step, activation recomputation.
     schedule: str = "gpipe"
     microbatches: int = 4
     recompute: bool = False
@@ -74,6 +79,9 @@ class Objective:
             return "makespan (op-level emulation)"
         if self.kind == ITERATION:
             return f"time per training iteration (Eq. 1, batch {self.batch} per device)"
+        if self.kind == STAGES:
+            return (f"max stage time per micro-batch ({self.schedule}, {self.microbatches} "
+                    "micro-batches in memory" + (", recomputation)" if self.recompute else ")"))
         if self.kind == PIPELINE:
             return (f"pipeline time per sample ({self.schedule}, {self.microbatches} micro-batches"
                     + (", recomputation)" if self.recompute else ")"))

@@ -34,7 +34,7 @@ __all__ = [
     "solve_options",
 ]
 
-OBJECTIVES = ("throughput", "latency", "makespan", "pipeline", "iteration")
+OBJECTIVES = ("throughput", "latency", "makespan", "pipeline", "iteration", "stages")
 #: ``--progress`` (see :mod:`dnnpart.cli.progress`, which renders them).
 PROGRESS_CHOICES = ("auto", "bar", "lines", "none")
 PROGRESS_HELP = ("progress on stderr: bar (a live line), lines (a line every few seconds, for logs), "
@@ -151,15 +151,20 @@ def add_objective_args(p: argparse.ArgumentParser, *, stored_in_plan: bool = Fal
     ``stored_in_plan`` (``plan``): ``--schedule``/``--microbatches`` default to unset, so that
     a plan records only what was asked (``run`` then uses its own defaults).
     """
-    p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
-                   help="makespan: op-level emulation (paper 2); pipeline: simulated time per "
-                        "sample of a synchronous pipeline (paper 4); iteration: time of one "
-                        "training iteration of a layer-wise parallel strategy (paper 3, Eq. 1)")
+    p.add_argument("--objective", choices=OBJECTIVES, default=None if stored_in_plan else "throughput",
+                   help="throughput: max device load (paper 1); makespan: op-level emulation "
+                        "(paper 2); pipeline: simulated time per sample of a synchronous pipeline "
+                        "(paper 4); iteration: time of one training iteration of a layer-wise "
+                        "parallel strategy (paper 3, Eq. 1); stages: max stage time of a "
+                        "trainer's pipeline of whole blocks, memory with activations in flight"
+                        + (" (default: stages with --schedule, else throughput)" if stored_in_plan
+                           else " (default throughput)"))
     p.add_argument("--batch", type=int, default=32, metavar="N",
                    help="samples per device (iteration objective; default 32, paper 3)")
     stored = " (stored in the plan for `run`)" if stored_in_plan else ""
-    p.add_argument("--schedule", choices=("gpipe", "1f1b"), default=None if stored_in_plan else "gpipe",
-                   help="pipeline schedule (pipeline objective, simulate, report; default gpipe)" + stored)
+    p.add_argument("--schedule", choices=("gpipe", "1f1b"), default=None,
+                   help="pipeline schedule (pipeline and stages objectives, simulate, report; "
+                        "default 1f1b for stages, else gpipe)" + stored)
     p.add_argument("--microbatches", type=int, default=None if stored_in_plan else 4, metavar="M",
                    help="micro-batches per step (pipeline objective, simulate, report; default 4)" + stored)
     p.add_argument("--recompute", action="store_true",
@@ -216,10 +221,24 @@ def objective_from_args(args: argparse.Namespace) -> Any:
     micro = getattr(args, "microbatches", None)
     if micro is not None and micro < 1:
         raise FormatError(f"--microbatches {micro}: expected an integer >= 1")
-    return Objective(kind=args.objective, training=args.training_form, overlap=args.overlap,
-                     schedule=getattr(args, "schedule", None) or "gpipe",
+    schedule = getattr(args, "schedule", None)
+    kind = args.objective or ("stages" if schedule else "throughput")
+    return Objective(kind=kind, training=args.training_form, overlap=args.overlap,
+                     schedule=schedule or default_schedule(kind),
                      microbatches=micro if micro is not None else 4,
                      recompute=getattr(args, "recompute", False), batch=batch)
+
+
+def default_schedule(kind: str) -> str:
+    """The schedule an objective gets when none is given: 1F1B for a trainer's pipeline
+    (``stages``: what runtimes default to), GPipe for paper 4's ``pipeline``.
+
+    Examples
+    --------
+    >>> default_schedule("stages"), default_schedule("pipeline")
+    ('1f1b', 'gpipe')
+    """
+    return "1f1b" if kind == "stages" else "gpipe"
 
 
 def model_options(args: argparse.Namespace) -> Any:

@@ -22,7 +22,7 @@ from dnnpart.graph.core import NO_CLASS, BoolArray, FloatArray, Graph, IntArray
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
 from dnnpart.pricing.loads import LoadBreakdown, combine, load_breakdown, node_times
-from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, PIPELINE, THROUGHPUT, Problem
+from dnnpart.problem import ITERATION, LATENCY, MAKESPAN, PIPELINE, STAGES, THROUGHPUT, Problem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -214,6 +214,14 @@ def _simulated(p: _Placed) -> _Scored:
     return _Scored(value=value, memory=memory, simulation=figures)
 
 
+def _stages(p: _Placed) -> _Scored:
+    """A trainer's linear pipeline: the largest stage time, memory under the schedule."""
+    from dnnpart.evaluate.chain import score_chain
+
+    s = score_chain(p.problem, p.plan, p.assignment)
+    return _Scored(value=s.value, memory=s.memory, simulation=s.figures, problem=s.problem)
+
+
 #: Objective kind -> its evaluator: the one place that says how each objective is scored.
 EVALUATORS: dict[str, Callable[[_Placed], _Scored]] = {
     THROUGHPUT: _throughput,
@@ -221,6 +229,7 @@ EVALUATORS: dict[str, Callable[[_Placed], _Scored]] = {
     MAKESPAN: _simulated,
     PIPELINE: _simulated,
     ITERATION: _iteration,
+    STAGES: _stages,
 }
 
 

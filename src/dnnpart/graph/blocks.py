@@ -16,11 +16,15 @@ architecture from the operators' module paths, with no list of architectures:
   attention) and ``layer.1`` (feed-forward) differ, so a T5 block stays whole; a Sequential of
   single layers (``block.0`` a convolution, ``block.2`` a norm) is not composite, so it stays
   whole too.
-* **Units.** In execution order, a unit is a maximal run of operators with the same block key.
-  Operators outside every block (embeddings, masks, the final norm and head, the loss) form one
-  unit per run between blocks; a run of such operators between two runs of the same block
-  joins that block (a helper call inside a block's forward). A block key met again after
-  another unit (a block called twice) gets a new unit ``KEY#2``.
+* **Units.** Each block is a unit; blocks are ordered by their data flow (a topological order
+  of the blocks, ties by first appearance; blocks feeding each other in a cycle -- one module
+  called at two places -- are merged into one unit). An operator outside every block goes to
+  the *prologue* unit when no block precedes it (embeddings, the attention mask), to the
+  *epilogue* when no block follows it (the final norm, the head, the loss), else to the last
+  block it depends on. An operator outside every block that reads no activation (a parameter,
+  a weight's transpose, a constant) goes with its first consumer, so no stage sends weights.
+  Node order alone would not do: a traced graph interleaves the mask's operators with the
+  first block's.
 * **Backward nodes** (training graphs) take the unit of the forward operator they
   differentiate; one that differentiates none (a gradient accumulation, the loss seed) takes
   the smallest unit among its predecessors, else the largest among its successors.
@@ -38,11 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.graph.core import NO_FORWARD, Graph
+from dnnpart.graph.core import NO_CLASS, NO_FORWARD, RESIDUAL, Graph
+from dnnpart.graph.scc import strong_components
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["BlockUnits", "block_keys", "node_units", "unit_runs"]
+__all__ = ["BlockUnits", "block_keys", "node_units"]
 
 
 def _parts(path: str) -> list[str]:
@@ -95,37 +100,13 @@ def block_keys(paths: Sequence[str]) -> list[str]:
     return keys
 
 
-def unit_runs(keys: Sequence[str]) -> IntArray:
-    """Unit id per operator (ids ``0..U-1`` in order) from block keys in execution order.
-
-    Examples
-    --------
-    >>> unit_runs(["", "", "h.0", "", "h.0", "h.1", "", ""]).tolist()   # the "" inside h.0 joins it
-    [0, 0, 1, 1, 1, 2, 3, 3]
-    """
-    n = len(keys)
-    filled = list(keys)
-    i = 0
-    while i < n:  # a run of "" between two runs of one block joins that block
-        if filled[i] == "":
-            j = i
-            while j < n and filled[j] == "":
-                j += 1
-            if 0 < i and j < n and filled[i - 1] == filled[j]:
-                for k in range(i, j):
-                    filled[k] = filled[j]
-            i = j
-        else:
-            i += 1
-    out = np.zeros(n, np.int64)
-    for k in range(1, n):
-        out[k] = out[k - 1] + (filled[k] != filled[k - 1])
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class BlockUnits:
-    """The units of a graph: ``unit[v]`` for every node and each unit's name."""
+    """The units of a graph in pipeline order: ``unit[v]`` for every node, each unit's name.
+
+    Every forward edge ``u -> v`` has ``unit[u] <= unit[v]``, so contiguous runs of units are
+    the stages of a linear pipeline.
+    """
 
     unit: IntArray
     names: tuple[str, ...]
@@ -136,59 +117,196 @@ class BlockUnits:
 
 
 def node_units(graph: Graph) -> BlockUnits:
-    """Units of every node of ``graph`` (forward operators by their module paths, backward
-    nodes by the forward operator they differentiate).
+    """Units of every node of ``graph``, in an order every forward edge respects.
+
+    Blocks (:func:`block_keys` of the forward operators' module paths) are ordered by their
+    data flow (blocks that feed each other in a cycle, such as one module called at two
+    places, are one unit); a forward operator outside every block goes to the *prologue*
+    unit when no block precedes it, to the *epilogue* when no block follows it, else to the
+    last block it depends on (a helper computation between blocks joins its neighbour).
+    Operators outside every block that read no activation go with their first consumer. Backward
+    nodes follow the forward operator they differentiate (see the module docstring).
 
     Examples
     --------
     >>> from dnnpart.graph.core import build_graph
-    >>> g = build_graph([0, 1, 2], [0, 1], [1, 2], compute_time=[[1, 1]] * 3, edge_cost=[0, 0],
-    ...                 module_paths=["wte", "h.0.attn", "h.1.attn"])
+    >>> paths = ["", "wte", "h.0.attn", "h.1.attn", "ln_f"]   # node 0: the input
+    >>> g = build_graph(range(5), range(4), range(1, 5), compute_time=[[1, 1]] * 5,
+    ...                 edge_cost=[0] * 4, module_paths=paths)
     >>> u = node_units(g)
     >>> u.unit.tolist(), u.names
-    ([0, 1, 2], ('wte', 'h.0', 'h.1'))
+    ([0, 0, 1, 2, 3], ('prologue (wte)', 'h.0', 'h.1', 'epilogue (ln_f)'))
     """
     n = graph.n_nodes
     paths = list(graph.module_paths) if graph.module_paths is not None else [""] * n
     bw = graph.is_backward
     fwd = np.flatnonzero(~bw)
-    keys = block_keys([paths[v] for v in fwd.tolist()])
-    runs = unit_runs(keys)
-    unit = np.full(n, -1, np.int64)
-    unit[fwd] = runs
-    names: list[str] = []
-    taken: dict[str, int] = {}
-    for r in range(int(runs[-1]) + 1 if runs.size else 0):
-        members = fwd[runs == r]
-        key = keys[int(np.searchsorted(runs, r))]
-        base = key or _common_prefix([paths[v] for v in members.tolist()]) or "(top)"
-        taken[base] = taken.get(base, 0) + 1
-        names.append(base if taken[base] == 1 else f"{base}#{taken[base]}")
+    if not any(paths[v] for v in fwd.tolist()):
+        return _node_per_unit(graph, fwd)
+    key_of = dict(zip(fwd.tolist(), block_keys([paths[v] for v in fwd.tolist()]), strict=True))
+    blocks = list(dict.fromkeys(k for k in key_of.values() if k))
+    block_id = {k: i for i, k in enumerate(blocks)}
+    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
+    succ_ptr, succ_idx = graph.succ_ptr, graph.succ_idx
+    # anc[v]: bit set of the blocks among v's forward ancestors, v's own included
+    anc = [0] * n
+    for v in fwd.tolist():
+        bits = 0
+        for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist():
+            if not bw[u]:
+                bits |= anc[u]
+        if key_of[v]:
+            bits |= 1 << block_id[key_of[v]]
+        anc[v] = bits
+    order = _block_order(blocks, [(anc[v], block_id[key_of[v]]) for v in fwd.tolist() if key_of[v]])
+    k_n = max(order.values(), default=-1) + 1 if order else 0
+    desc = [0] * n
+    for v in reversed(fwd.tolist()):
+        bits = 0
+        for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist():
+            if not bw[w]:
+                bits |= desc[w]
+        if key_of[v]:
+            bits |= 1 << block_id[key_of[v]]
+        desc[v] = bits
+    # positions: 0 the prologue, 1..K the block groups, K + 1 the epilogue
+    pos = np.full(n, -1, np.int64)
+    for v in fwd.tolist():
+        if key_of[v]:
+            pos[v] = 1 + order[block_id[key_of[v]]]
+            continue
+        lo = max((order[b] for b in _bits(anc[v])), default=-1)
+        hi = min((order[b] for b in _bits(desc[v])), default=k_n)
+        pos[v] = 0 if lo < 0 else (k_n + 1 if hi >= k_n else 1 + lo)
+    # operators outside blocks that read no activation (parameters, a weight's transpose,
+    # constants) go with their first consumer: a stage computes its own, nothing is sent
+    residual = graph.memory_classes() == RESIDUAL
+    reads_input = np.zeros(n, bool)
+    for v in fwd.tolist():
+        preds = pred_idx[pred_ptr[v]:pred_ptr[v + 1]]
+        reads_input[v] = bool(reads_input[preds].any()) if preds.size else not residual[v]
+    for v in reversed(fwd.tolist()):
+        if not key_of[v] and not reads_input[v]:
+            after = [int(pos[w]) for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist() if not bw[w]]
+            if after:
+                pos[v] = min(after)
     of = graph.forward_of
     if of is not None:
         has = bw & (of != NO_FORWARD)
-        unit[has] = unit[of[has]]
-    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
-    succ_ptr, succ_idx = graph.succ_ptr, graph.succ_idx
-    for v in np.flatnonzero(unit < 0).tolist():  # orphans, in topological order
-        known = [int(unit[u]) for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist() if unit[u] >= 0]
+        pos[has] = pos[of[has]]
+    for v in np.flatnonzero(pos < 0).tolist():  # backward orphans, in topological order
+        known = [int(pos[u]) for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist() if pos[u] >= 0]
         if known:
-            unit[v] = min(known)
-    for v in reversed(np.flatnonzero(unit < 0).tolist()):
-        known = [int(unit[w]) for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist() if unit[w] >= 0]
-        unit[v] = max(known) if known else max(len(names) - 1, 0)
-    return BlockUnits(unit=unit, names=tuple(names) or ("(top)",))
+            pos[v] = min(known)
+    for v in reversed(np.flatnonzero(pos < 0).tolist()):
+        known = [int(pos[w]) for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist() if pos[w] >= 0]
+        pos[v] = max(known) if known else k_n + 1
+    used, unit = np.unique(pos, return_inverse=True)
+    group_names: dict[int, list[str]] = {}
+    for b, i in order.items():
+        group_names.setdefault(i, []).append(blocks[b])
+    names = []
+    for p in used.tolist():
+        if p in (0, k_n + 1):
+            inner = [paths[v] for v in fwd.tolist() if pos[v] == p and pred_ptr[v] < pred_ptr[v + 1]]
+            names.append(("prologue" if p == 0 else "epilogue") + _listing(inner))
+        else:
+            members = group_names[p - 1]
+            names.append(members[0] if len(members) == 1 else f"{members[0]}..{members[-1]}")
+    return _colocated(graph, BlockUnits(unit=unit.astype(np.int64), names=tuple(names)))
 
 
-def _common_prefix(paths: list[str]) -> str:
-    split = [_parts(p) for p in paths if p]
-    if not split:
+def _node_per_unit(graph: Graph, fwd: IntArray) -> BlockUnits:
+    """No module paths (a graph file): every forward node is a unit, in node order."""
+    pos = np.full(graph.n_nodes, -1, np.int64)
+    pos[fwd] = np.arange(fwd.size)
+    of = graph.forward_of
+    if of is not None:
+        has = graph.is_backward & (of != NO_FORWARD)
+        pos[has] = pos[of[has]]
+    for v in np.flatnonzero(pos < 0).tolist():  # backward orphans: with their last producer
+        known = [int(pos[u]) for u in graph.predecessors(v).tolist() if pos[u] >= 0]
+        pos[v] = max(known) if known else 0
+    return _colocated(graph, BlockUnits(unit=pos, names=tuple(graph.label(int(v)) for v in fwd.tolist())))
+
+
+def _colocated(graph: Graph, units: BlockUnits) -> BlockUnits:
+    """Units merged so that every colocation class lies in one unit: the units from the
+    class's first to its last become one (a run, so the order stays a chain)."""
+    cls = graph.color_class
+    has = cls != NO_CLASS
+    if not np.any(has):
+        return units
+    n_units = units.n_units
+    reach = np.arange(n_units)  # reach[u]: the last unit merged with u
+    for c in np.unique(cls[has]).tolist():
+        touched = units.unit[cls == c]
+        lo, hi = int(touched.min()), int(touched.max())
+        reach[lo] = max(reach[lo], hi)
+    new_id = np.zeros(n_units, np.int64)
+    current, end = -1, -1
+    names: list[str] = []
+    for u in range(n_units):
+        if u > end:
+            current += 1
+            names.append(units.names[u])
+        else:
+            names[-1] = f"{names[-1].split('..')[0]}..{units.names[u]}"
+        end = max(end, int(reach[u]))
+        new_id[u] = current
+    return BlockUnits(unit=new_id[units.unit], names=tuple(names))
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def _block_order(blocks: list[str], reached: list[tuple[int, int]]) -> dict[int, int]:
+    """Block -> position: a topological order of the blocks' data flow, blocks on a cycle
+    merged into one position, ties by first appearance."""
+    k = len(blocks)
+    if not k:
+        return {}
+    src: list[int] = []
+    dst: list[int] = []
+    for bits, b in reached:
+        for a in _bits(bits):
+            if a != b:
+                src.append(a)
+                dst.append(b)
+    n_comp, label = strong_components(k, np.asarray(src, np.int64), np.asarray(dst, np.int64))
+    first = [k] * n_comp
+    for b in range(k):
+        first[int(label[b])] = min(first[int(label[b])], b)
+    succ: list[set[int]] = [set() for _ in range(n_comp)]
+    indeg = [0] * n_comp
+    for a, b in zip(src, dst, strict=True):
+        ca, cb = int(label[a]), int(label[b])
+        if ca != cb and cb not in succ[ca]:
+            succ[ca].add(cb)
+            indeg[cb] += 1
+    ready = sorted((first[c], c) for c in range(n_comp) if indeg[c] == 0)
+    position: dict[int, int] = {}
+    while ready:
+        _, c = ready.pop(0)
+        position[c] = len(position)
+        for d in succ[c]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                ready.append((first[d], d))
+                ready.sort()
+    return {b: position[int(label[b])] for b in range(k)}
+
+
+def _listing(paths: list[str]) -> str:
+    """`` (a, b, +3)``: the distinct module paths of a unit's operators, for its name."""
+    distinct = list(dict.fromkeys(p for p in paths if p))
+    if not distinct:
         return ""
-    first = split[0]
-    k = 0
-    while k < len(first) and all(len(s) > k and s[k] == first[k] for s in split):
-        k += 1
-    if k:
-        return ".".join(first[:k])
-    tops = list(dict.fromkeys(s[0] for s in split))
-    return "+".join(tops[:3]) + ("+..." if len(tops) > 3 else "")
+    shown = ", ".join(distinct[:2])
+    return f" ({shown}{f', +{len(distinct) - 2}' if len(distinct) > 2 else ''})"

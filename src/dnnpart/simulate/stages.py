@@ -26,43 +26,68 @@ from dnnpart.errors import UsageError
 from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
+from dnnpart.pricing.chain import node_activation_bytes, node_weight_bytes
 from dnnpart.pricing.loads import node_times
 from dnnpart.problem import Problem
 from dnnpart.simulate.ops import transfer_bytes
 from dnnpart.stages import B, F, Stage, StageEdge
 
 
-def node_weight_bytes(g: Graph) -> np.ndarray:
-    """Per node, the weight bytes a stage all-reduces: ``param_bytes`` where the graph has
-    phase-2 arrays, else ``memory_bytes`` (paper 1's per-node memory, which its replication
-    term also reads as weights). Parmesan's phase 1 uses the same figure, so its ``P(s)``
-    is the simulator's ``weight_bytes``.
+def stage_order(problem: Problem, plan: Plan) -> list[int]:
+    """The plan's devices that hold nodes, ordered by their forward data flow (Kahn's order of
+    the forward quotient graph, ties by first node); ``UsageError`` when they feed each other
+    in a cycle.
 
     Examples
     --------
-    >>> from dnnpart.testing import chain_graph
-    >>> node_weight_bytes(chain_graph(2, memory_bytes=3.0)).tolist()
-    [3.0, 3.0]
+    >>> from dnnpart.testing import chain_problem
+    >>> stage_order(chain_problem([1.0, 2.0, 3.0], n_accelerators=2), Plan(assignment=[1, 1, 0]))
+    [1, 0]
     """
-    phase_arrays = g.param_bytes is not None or g.memory_class is not None
-    out: np.ndarray = g.node_param_bytes() if phase_arrays else g.memory_bytes
-    return out
+    order, why = chain_order(problem, plan)
+    if why:
+        raise UsageError(f"the pipeline objective needs stages in a chain of data flow; {why}")
+    return order
 
 
-def node_activation_bytes(g: Graph) -> np.ndarray:
-    """Per node, the bytes a stage stashes per micro-batch for it: the output bytes of normal
-    forward nodes when the graph carries ``output_bytes``, else 0 -- the simulator's
-    ``activation_bytes``, which Parmesan's phase-1 memory model also charges.
+def chain_order(problem: Problem, plan: Plan) -> tuple[list[int], str]:
+    """``(order, "")``: the plan's devices that hold nodes in forward data-flow order, or
+    ``([], why)`` when they feed each other in a cycle.
 
     Examples
     --------
-    >>> from dnnpart.testing import chain_graph
-    >>> node_activation_bytes(chain_graph(2, memory_bytes=3.0)).tolist()  # no output_bytes
-    [0.0, 0.0]
+    >>> from dnnpart.testing import chain_problem
+    >>> chain_order(chain_problem([1.0, 2.0], n_accelerators=2), Plan(assignment=[1, 0]))
+    ([1, 0], '')
     """
-    out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
-    out: np.ndarray = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
-    return out
+    g, c = problem.graph, problem.cluster
+    a = plan.assignment.astype(np.int64)
+    primaries = np.unique(a)
+    src = g.edge_sources()
+    dst = g.succ_idx.astype(np.int64)
+    fwd_edge = ~g.is_backward[src] & ~g.is_backward[dst] & (a[src] != a[dst])
+    # order stages by the forward quotient graph (Kahn, ties by first node)
+    first = {int(d): int(np.flatnonzero(a == d)[0]) for d in primaries.tolist()}
+    succ: dict[int, set[int]] = {int(d): set() for d in primaries.tolist()}
+    indeg = dict.fromkeys(succ, 0)
+    for u, v in zip(a[src[fwd_edge]].tolist(), a[dst[fwd_edge]].tolist(), strict=True):
+        if v not in succ[u]:
+            succ[u].add(v)
+            indeg[v] += 1
+    order: list[int] = []
+    ready = sorted((first[d], d) for d, k in indeg.items() if k == 0)
+    while ready:
+        _, d = ready.pop(0)
+        order.append(d)
+        for w in succ[d]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append((first[w], w))
+                ready.sort()
+    if len(order) < len(succ):
+        stuck = sorted(c.devices[d].name for d, k in indeg.items() if k > 0)
+        return [], f"devices {', '.join(stuck)} feed each other in a cycle (non-contiguous plan)"
+    return order, ""
 
 
 def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[StageEdge]]:
@@ -94,29 +119,7 @@ def stages_from_plan(problem: Problem, plan: Plan) -> tuple[list[Stage], list[St
                     )
     src = g.edge_sources()
     dst = g.succ_idx.astype(np.int64)
-    fwd_edge = ~g.is_backward[src] & ~g.is_backward[dst] & (a[src] != a[dst])
-    # order stages by the forward quotient graph (Kahn, ties by first node)
-    first = {int(d): int(np.flatnonzero(a == d)[0]) for d in primaries.tolist()}
-    succ: dict[int, set[int]] = {int(d): set() for d in primaries.tolist()}
-    indeg = dict.fromkeys(succ, 0)
-    for u, v in zip(a[src[fwd_edge]].tolist(), a[dst[fwd_edge]].tolist(), strict=True):
-        if v not in succ[u]:
-            succ[u].add(v)
-            indeg[v] += 1
-    order: list[int] = []
-    ready = sorted((first[d], d) for d, k in indeg.items() if k == 0)
-    while ready:
-        _, d = ready.pop(0)
-        order.append(d)
-        for w in succ[d]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append((first[w], w))
-                ready.sort()
-    if len(order) < len(succ):
-        stuck = sorted(c.devices[d].name for d, k in indeg.items() if k > 0)
-        raise UsageError("the pipeline objective needs stages in a chain of data flow; devices "
-                         f"{', '.join(stuck)} feed each other in a cycle (non-contiguous plan)")
+    order = stage_order(problem, plan)
     index = {d: i for i, d in enumerate(order)}
     times = node_times(g, c, a)
     weights = node_weight_bytes(g)

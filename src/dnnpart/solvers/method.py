@@ -77,10 +77,11 @@ DEFAULT_TIME_LIMITS: dict[str, float] = {
 #: parts need an output of each other: the quotient graph of the parts, forward and backward
 #: separately, is acyclic; paper 1's DP searches these); ``any``: any placement;
 #: ``layerwise``: a parallel configuration per layer (paper 3); ``given``: the plan the user
-#: gives, scored (no search).
-CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN = (
-    "contiguous", "pipeline-order", "any", "layerwise", "given")
-SEARCH_SPACES = (CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN)
+#: gives, scored (no search); ``block-chain``: contiguous runs of the graph's block units
+#: (:func:`dnnpart.graph.blocks.node_units`), run ``i`` on the ``i``-th accelerator.
+CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN, BLOCK_CHAIN = (
+    "contiguous", "pipeline-order", "any", "layerwise", "given", "block-chain")
+SEARCH_SPACES = (CONTIGUOUS, PIPELINE_ORDER, ANY, LAYERWISE, GIVEN, BLOCK_CHAIN)
 
 #: Integers beyond this are refused as option values (numba and C solvers take int64).
 _INT_MAX = 2**63 - 1

@@ -127,8 +127,15 @@ def _pipeline_split() -> Sequence[MethodInfo]:
     return METHODS
 
 
+def _block_pipeline() -> Sequence[MethodInfo]:
+    from dnnpart.solvers.block_pipeline import METHODS
+
+    return METHODS
+
+
 #: method name -> the loader of the module that declares it
 BUILT_IN: dict[str, Callable[[], Sequence[MethodInfo]]] = {
+    "block-pipeline": _block_pipeline,
     "brute-force": _brute_force,
     "brute-force-contiguous": _brute_force,
     "cp-heuristic": _pardnn_baselines,

@@ -21,6 +21,7 @@ DEFAULT_METHODS = {
     "makespan": "pardnn",
     "pipeline": "parmesan",
     "iteration": "optcnn",
+    "stages": "block-pipeline",
 }
 #: What stands in for a default ``dp`` that refuses the graph as too large.
 FALLBACK_METHOD = "dpl"

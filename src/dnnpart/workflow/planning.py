@@ -65,11 +65,12 @@ def plan_model(
         ``repeats``).
     cluster : ``NxPRESET`` (``4xA100``), a cluster file or ``GENERATOR:key=value,...``.
     objective : an :class:`~dnnpart.problem.Objective` or its kind (``throughput``,
-        ``latency``, ``makespan``, ``pipeline``, ``iteration``); ``None``: throughput.
+        ``latency``, ``makespan``, ``pipeline``, ``iteration``, ``stages``); ``None``: stages
+        when a ``schedule`` is given (a trainer's pipeline of whole blocks), else throughput.
     method : the method (``dnnpart methods``); ``None``: the objective's own --
         throughput ``dp`` (``dpl`` where ``dp`` refuses the graph as too large, unless
         ``options`` were given, or ``pipeline`` with a ``schedule``), latency ``ip``, makespan
-        ``pardnn``, pipeline ``parmesan``, iteration ``optcnn``.
+        ``pardnn``, pipeline ``parmesan``, iteration ``optcnn``, stages ``block-pipeline``.
     time_limit, deterministic, **options : as for :func:`dnnpart.solvers.solve`.
     compare : other methods to run on the same problem (``PlannedModel.comparison``).
     schedule, microbatches : the pipeline schedule (``gpipe``/``1f1b``) and micro-batches
@@ -201,7 +202,8 @@ def _objective(objective: Objective | str | None, schedule: str | None,
                microbatches: int | None) -> Objective:
     if isinstance(objective, Objective):
         return objective
-    return Objective(kind=objective or "throughput", schedule=schedule or "gpipe",
+    kind = objective or ("stages" if schedule else "throughput")
+    return Objective(kind=kind, schedule=schedule or ("1f1b" if kind == "stages" else "gpipe"),
                      microbatches=microbatches if microbatches is not None else 4)
 
 

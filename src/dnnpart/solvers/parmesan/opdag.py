@@ -15,11 +15,11 @@ the ``accelerator`` device kind.
 
 **Memory per stage replica** (the paper's Appendix F is not in the seed text) is the pipeline
 simulator's (:mod:`dnnpart.simulate.pipeline`), so a partition phase 1 accepts is one the
-evaluator finds within memory: weights ``P(U)`` (:func:`~dnnpart.simulate.stages.node_weight_bytes`)
+evaluator finds within memory: weights ``P(U)`` (:func:`~dnnpart.pricing.chain.node_weight_bytes`)
 plus, when training, their gradients and ``optimizer_states`` copies (Adam: 2); plus the stash
 of the micro-batches in flight: ``k * A(U)`` without recomputation, ``k * I(U)`` with it (and
 one micro-batch's ``A(U)`` rebuilt during a backward when training). ``A(U)`` is the stashed
-activation bytes of ``U`` (:func:`~dnnpart.simulate.stages.node_activation_bytes`: outputs of
+activation bytes of ``U`` (:func:`~dnnpart.pricing.chain.node_activation_bytes`: outputs of
 normal forward nodes), ``I(U)`` the bytes its forward part receives (``c_stash``: forward
 edges entering ``U``, one per producer and receiving op -- at least the simulator's one per
 producer and stage), and ``k`` the micro-batches one replica holds at once: 1 for inference
@@ -155,7 +155,7 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     col = graph.device_kinds.index(kind) if kind in graph.device_kinds else -1
     compute = _sum_by(atom, graph.compute_time[:, col], n)
     from dnnpart.simulate.ops import transfer_bytes
-    from dnnpart.simulate.stages import node_activation_bytes, node_weight_bytes
+    from dnnpart.pricing.chain import node_activation_bytes, node_weight_bytes
 
     params = _sum_by(atom, node_weight_bytes(graph), n)
     acts = _sum_by(atom, node_activation_bytes(graph), n)

@@ -1,0 +1,158 @@
+"""Score a plan as a trainer's linear pipeline (the ``stages`` objective).
+
+The plan's devices that hold nodes are its stages, in forward data-flow order
+(:func:`dnnpart.simulate.stages.chain_order`); each node's position is its stage. Stage times
+and memory follow :mod:`dnnpart.pricing.chain`; the objective is the largest stage time.
+Beside it, the step is simulated (:func:`dnnpart.simulate.simulate_pipeline`) with the same
+stages, the same carried messages as stage edges, the plan's schedule and micro-batches: its
+step time, time per micro-batch and bubble go into the evaluation's figures, with each
+stage's time, memory by part and the bottleneck stage.
+
+A plan whose stages feed each other in a cycle (a device running two separate pieces) or
+with replicas is not a linear pipeline: its objective is infinite and the reason is a
+violation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dnnpart.plan import Plan
+from dnnpart.pricing.chain import (
+    B,
+    F,
+    MESSAGE_KINDS,
+    UP,
+    boundary_bytes,
+    chain_compute,
+    message_time,
+    node_activation_bytes,
+    optimizer_factor,
+    positions_sum,
+    stage_memory,
+    stage_weights,
+)
+from dnnpart.pricing.loads import node_times
+from dnnpart.pricing.pairs import Topology
+from dnnpart.problem import Problem
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainScore:
+    """The objective, peak memory per device, the figures, and a violation (``""``: none)."""
+
+    value: float
+    memory: FloatArray
+    figures: dict[str, Any]
+    problem: str = ""
+
+
+def score_chain(problem: Problem, plan: Plan, assignment: IntArray) -> ChainScore:
+    """Score ``plan`` under the ``stages`` objective (see the module docstring).
+
+    Examples
+    --------
+    >>> from dnnpart.problem import Objective
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([1.0, 1.0, 3.0], n_accelerators=2).with_objective(Objective(kind="stages"))
+    >>> s = score_chain(p, Plan(assignment=[0, 0, 1]), np.array([0, 0, 1]))
+    >>> s.value, s.figures["bottleneck"]
+    (3.0, 1)
+    """
+    from dnnpart.simulate.stages import chain_order
+
+    g, cluster, objective = problem.graph, problem.cluster, problem.objective
+    static = np.bincount(assignment, weights=g.memory_bytes, minlength=cluster.n_devices)
+    if plan.is_replicated:
+        return ChainScore(float("inf"), static.astype(np.float64), {},
+                          "the stages objective scores one copy of each stage: no replicas")
+    order, why = chain_order(problem, plan)
+    if why:
+        return ChainScore(float("inf"), static.astype(np.float64), {},
+                          f"not a linear pipeline: {why}")
+    n_stages = len(order)
+    index = np.full(cluster.n_devices, -1, np.int64)
+    index[np.asarray(order, np.int64)] = np.arange(n_stages)
+    pos = index[assignment]
+    training = g.is_training
+    times = node_times(g, cluster, assignment)
+    compute = chain_compute(times, g, pos, n_stages, objective.recompute)
+    crossing = boundary_bytes(g, pos, n_stages)
+    topo = Topology.from_matrices(cluster.bandwidth, cluster.latency)
+    stage_time = compute.copy()
+    for j in range(n_stages - 1):
+        x = message_time(topo, crossing[j], order[j], order[j + 1], cluster.time_unit_s)
+        stage_time[j] += x
+        stage_time[j + 1] += x
+    weights = stage_weights(g, pos, n_stages)
+    acts = positions_sum(node_activation_bytes(g), pos, n_stages)
+    inputs = received_inputs(crossing, n_stages)
+    k = optimizer_factor(g)
+    parts = [stage_memory(weights=float(weights[i]), activations=float(acts[i]),
+                          inputs=float(inputs[i]), stage=i, n_stages=n_stages,
+                          schedule=objective.schedule, microbatches=objective.microbatches,
+                          recompute=objective.recompute, training=training, k=k)
+             for i in range(n_stages)]
+    memory = np.zeros(cluster.n_devices)
+    for i, d in enumerate(order):
+        memory[d] = parts[i].total
+    bottleneck = int(np.argmax(stage_time))
+    figures: dict[str, Any] = {
+        "stages": [cluster.devices[d].name for d in order],
+        "stage_times": stage_time.tolist(),
+        "compute": compute.tolist(),
+        "bottleneck": bottleneck,
+        "memory": [p.to_dict() for p in parts],
+        "capacity": [float(cluster.memory_capacity()[d]) for d in order],
+        "optimizer_factor": k,
+        "schedule": objective.schedule,
+        "microbatches": objective.microbatches,
+        "recompute": objective.recompute,
+    }
+    figures.update(_simulated(problem, order, times, pos, crossing, weights, acts, inputs, k))
+    return ChainScore(float(stage_time.max()), memory, figures)
+
+
+def received_inputs(crossing: FloatArray, n_stages: int) -> FloatArray:
+    """Bytes each stage receives from below per micro-batch (forward values carried up)."""
+    cols = [i for i, (d, pu, _) in enumerate(MESSAGE_KINDS) if d == UP and pu == F]
+    out = np.zeros(n_stages)
+    if n_stages > 1:
+        out[1:] = crossing[:, cols].sum(axis=1)
+    return out
+
+
+def _simulated(problem: Problem, order: list[int], times: FloatArray,
+               pos: IntArray, crossing: FloatArray, weights: FloatArray, acts: FloatArray,
+               inputs: FloatArray, k: float) -> dict[str, Any]:
+    """The simulator's step for the same stages and messages."""
+    from dnnpart.simulate import simulate_pipeline
+    from dnnpart.stages import Stage, StageEdge
+
+    g, objective = problem.graph, problem.objective
+    n_stages = len(order)
+    fw = positions_sum(np.where(g.is_backward, 0.0, times), pos, n_stages)
+    bw = positions_sum(np.where(g.is_backward, times, 0.0), pos, n_stages)
+    stages = [Stage(devices=(d,), forward=float(fw[i]), backward=float(bw[i]),
+                    weight_bytes=float(weights[i]), activation_bytes=float(acts[i]),
+                    input_bytes=float(inputs[i]), name=problem.cluster.devices[d].name)
+              for i, d in enumerate(order)]
+    edges = []
+    for j in range(n_stages - 1):
+        for (direction, pu, pv), nbytes in zip(MESSAGE_KINDS, crossing[j].tolist(), strict=True):
+            if nbytes <= 0 or (direction == UP and pu == B):
+                continue  # a backward value sent up would wait on a later backward: not carried
+            src, dst = (j, j + 1) if direction == UP else (j + 1, j)
+            edges.append(StageEdge(src=src, dst=dst, bytes=nbytes, src_phase=pu, dst_phase=pv))
+    r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=objective.microbatches,
+                          schedule=objective.schedule, recompute=objective.recompute,
+                          training=g.is_training, optimizer_factor=k)
+    return {"simulated_step_time": r.step_time, "simulated_time_per_microbatch": r.time_per_sample,
+            "bubble_fraction": r.bubble_fraction}
