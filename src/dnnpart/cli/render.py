@@ -161,8 +161,44 @@ def print_plan(problem: Problem, result: SolveResult, out: Renderer, *, unit: st
     title = f"{problem.objective.describe()}{f' ({unit})' if unit else ''}: {fmt(ev.objective)}"
     if result.plan.layer_configs is not None:
         out.print(layer_config_table(problem, result.plan, title=title))
+    elif problem.objective.kind == "stages" and ev.simulation:
+        out.print(stage_table(problem, result.plan, ev, title=title))
+        out.note(stage_summary(problem, ev))
     else:
         out.print(out.device_table(problem, result.plan, ev, title=title))
+
+
+def stage_table(problem: Problem, plan: Plan, ev: Evaluation, *, title: str) -> Table:
+    """A trainer's pipeline, one row per stage: blocks, time and its parts, memory by part."""
+    from dnnpart.evaluate.chain import stage_rows
+
+    assert ev.simulation is not None
+    table = Table(title=title, title_justify="left")
+    for col in ("stage", "device", "blocks", "time", "compute", "transfers",
+                "weights+grads+optimizer", "activations", "memory"):
+        table.add_column(col, justify="left" if col in ("device", "blocks") else "right")
+    for r in stage_rows(problem, plan, ev.simulation):
+        blocks = (safe(r["first_block"]) if r["blocks"] == 1 else
+                  f"{safe(r['first_block'])} .. {safe(r['last_block'])} ({r['blocks']})")
+        cap = r["capacity_bytes"]
+        mem = fmt_bytes(r["memory_bytes"]) + ("" if math.isinf(cap) else f" / {fmt_bytes(cap)}")
+        stage = f"[bold]{r['stage']}[/]" if r["bottleneck"] else str(r["stage"])
+        table.add_row(stage, safe(r["device"]), blocks, fmt(r["time"]), fmt(r["compute"]),
+                      fmt(r["transfers"]), fmt_bytes(r["static_bytes"]),
+                      f"{fmt_bytes(r['activation_bytes'])} ({r['in_flight']} in flight)", mem)
+    return table
+
+
+def stage_summary(problem: Problem, ev: Evaluation) -> str:
+    """One line: the simulated step, the bubble and the bottleneck stage."""
+    sim = ev.simulation
+    assert sim is not None
+    b = int(sim["bottleneck"])
+    obj = problem.objective
+    return (f"simulated step ({obj.schedule}, {obj.microbatches} micro-batches): "
+            f"{fmt(sim['simulated_step_time'])} ms, bubble {sim['bubble_fraction']:.0%}; "
+            f"bottleneck: stage {b} on {sim['stages'][b]} "
+            f"(compute {fmt(sim['compute'][b])} of {fmt(sim['stage_times'][b])})")
 
 
 def layer_config_table(problem: Problem, plan: Plan, *, title: str) -> Table:

@@ -156,3 +156,46 @@ def _simulated(problem: Problem, order: list[int], times: FloatArray,
                           training=g.is_training, optimizer_factor=k)
     return {"simulated_step_time": r.step_time, "simulated_time_per_microbatch": r.time_per_sample,
             "bubble_fraction": r.bubble_fraction}
+
+
+def stage_rows(problem: Problem, plan: Plan, figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per stage for tables and reports: device, blocks held, time and its parts,
+    memory by part against capacity, and whether it is the bottleneck.
+
+    Examples
+    --------
+    >>> from dnnpart.problem import Objective
+    >>> from dnnpart.testing import chain_problem
+    >>> from dnnpart.evaluate import evaluate
+    >>> p = chain_problem([1.0, 1.0, 3.0], n_accelerators=2).with_objective(Objective(kind="stages"))
+    >>> plan = Plan(assignment=[0, 0, 1])
+    >>> [(r["device"], r["blocks"], r["time"]) for r in stage_rows(p, plan, evaluate(p, plan).simulation)]
+    [('acc0', 2, 2.0), ('acc1', 1, 3.0)]
+    """
+    from dnnpart.graph.blocks import node_units
+
+    units = node_units(problem.graph)
+    names = [d.name for d in problem.cluster.devices]
+    rows = []
+    for i, dev in enumerate(figures["stages"]):
+        d = names.index(dev)
+        held = np.unique(units.unit[(assignment_of(plan) == d) & ~problem.graph.is_backward])
+        mem = figures["memory"][i]
+        rows.append({
+            "stage": i, "device": dev, "blocks": int(held.size),
+            "first_block": units.names[int(held[0])] if held.size else "",
+            "last_block": units.names[int(held[-1])] if held.size else "",
+            "time": figures["stage_times"][i], "compute": figures["compute"][i],
+            "transfers": figures["stage_times"][i] - figures["compute"][i],
+            "static_bytes": mem["weights"] + mem["gradients"] + mem["optimizer_state"],
+            "activation_bytes": mem["activations"], "in_flight": int(mem["in_flight"]),
+            "memory_bytes": mem["total"], "capacity_bytes": figures["capacity"][i],
+            "bottleneck": i == figures["bottleneck"],
+        })
+    return rows
+
+
+def assignment_of(plan: Plan) -> IntArray:
+    """The plan's device per node as int64."""
+    out: IntArray = plan.assignment.astype(np.int64)
+    return out

@@ -135,7 +135,7 @@ def node_units(graph: Graph) -> BlockUnits:
     ...                 edge_cost=[0] * 4, module_paths=paths)
     >>> u = node_units(g)
     >>> u.unit.tolist(), u.names
-    ([0, 0, 1, 2, 3], ('prologue (wte)', 'h.0', 'h.1', 'epilogue (ln_f)'))
+    ([0, 0, 1, 2, 3], ('prologue', 'h.0', 'h.1', 'epilogue'))
     """
     n = graph.n_nodes
     paths = list(graph.module_paths) if graph.module_paths is not None else [""] * n
@@ -208,8 +208,7 @@ def node_units(graph: Graph) -> BlockUnits:
     names = []
     for p in used.tolist():
         if p in (0, k_n + 1):
-            inner = [paths[v] for v in fwd.tolist() if pos[v] == p and pred_ptr[v] < pred_ptr[v + 1]]
-            names.append(("prologue" if p == 0 else "epilogue") + _listing(inner))
+            names.append("prologue" if p == 0 else "epilogue")
         else:
             members = group_names[p - 1]
             names.append(members[0] if len(members) == 1 else f"{members[0]}..{members[-1]}")
@@ -301,12 +300,3 @@ def _block_order(blocks: list[str], reached: list[tuple[int, int]]) -> dict[int,
                 ready.append((first[d], d))
                 ready.sort()
     return {b: position[int(label[b])] for b in range(k)}
-
-
-def _listing(paths: list[str]) -> str:
-    """`` (a, b, +3)``: the distinct module paths of a unit's operators, for its name."""
-    distinct = list(dict.fromkeys(p for p in paths if p))
-    if not distinct:
-        return ""
-    shown = ", ".join(distinct[:2])
-    return f" ({shown}{f', +{len(distinct) - 2}' if len(distinct) > 2 else ''})"

@@ -173,3 +173,27 @@ BLOCK_PIPELINE = MethodInfo(
 )
 
 METHODS = (BLOCK_PIPELINE,)
+
+
+def uniform_split(problem: Problem) -> Plan:
+    """The baseline runtimes default to: the block units in ``min(D, U)`` runs of equal count
+    (the first runs one longer when they do not divide; DeepSpeed's
+    ``partition_method='uniform'``), run ``i`` on the ``i``-th accelerator.
+
+    Examples
+    --------
+    >>> from dnnpart.problem import Objective
+    >>> from dnnpart.testing import chain_problem
+    >>> p = chain_problem([4.0, 1.0, 1.0, 4.0, 1.0], n_accelerators=2).with_objective(Objective(kind="stages"))
+    >>> uniform_split(p).assignment.tolist()
+    [0, 0, 0, 1, 1]
+    """
+    from dnnpart.graph.blocks import node_units
+    from dnnpart.pricing.chain_tables import stage_devices
+
+    units = node_units(problem.graph)
+    devices = np.asarray(stage_devices(problem), np.int64)
+    n_stages = min(len(devices), units.n_units)
+    sizes = [units.n_units // n_stages + (1 if i < units.n_units % n_stages else 0) for i in range(n_stages)]
+    stage_of_unit = np.repeat(np.arange(n_stages), sizes)
+    return Plan(assignment=devices[stage_of_unit[units.unit]].astype(np.int32))

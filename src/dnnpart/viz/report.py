@@ -3,6 +3,11 @@
 No network resources: figures are matplotlib PNGs embedded as ``data:`` URIs, styles inline.
 Content (choices, also in docs/report.md):
 
+* the ``stages`` objective (a trainer's pipeline) leads with what a trainer decides on: the
+  simulated step time, micro-batches (samples, tokens) per second, the bubble, per-stage time
+  and peak memory by part (activations of the micro-batches in flight shown) against
+  capacity, the bottleneck stage and why, and a uniform block split beside it (labelled: the
+  block DP searches it too, so it is never better by construction);
 * summary: model, method, status, objective with what it means, bound (and what it bounds:
   the method's search space), devices used;
 * stages in pipeline order: device, operators, module-path range (first and last operator's
@@ -194,6 +199,55 @@ def _pipeline(rep: ReportInput, ev: Any, names: list[str]) -> tuple[Any, str, li
     return sim, "", rows
 
 
+def _decision(rep: ReportInput, ev: Any) -> list[str]:
+    """What a trainer decides on, first: step time, throughput, bubble, per-stage memory with
+    activations against capacity, the bottleneck and why, and a uniform block split beside."""
+    from dnnpart.evaluate.chain import stage_rows
+    from dnnpart.solvers.block_pipeline import uniform_split
+
+    problem, plan, sim = rep.problem, rep.plan, ev.simulation
+    obj = problem.objective
+    step = float(sim["simulated_step_time"])
+    per_s = 1000.0 * obj.microbatches / step if step > 0 else math.inf
+    samples = rep.meta.get("samples_per_microbatch")
+    tokens = rep.meta.get("tokens_per_microbatch")
+    rows = [
+        (f"step time ({obj.schedule}, {obj.microbatches} micro-batches, simulated)", f"{step:.4g} ms"),
+        ("throughput", f"{per_s:.4g} micro-batches/s"
+         + (f", {per_s * samples:.4g} samples/s" if samples else "")
+         + (f", {per_s * tokens:.4g} tokens/s" if tokens else "")),
+        ("bubble", f"{100 * float(sim['bubble_fraction']):.1f} % of the step"),
+        ("max stage time (the objective)", f"{ev.objective:.4g} ms per micro-batch"),
+    ]
+    srows = stage_rows(problem, plan, sim)
+    b = next(r for r in srows if r["bottleneck"])
+    share = b["compute"] / b["time"] if b["time"] > 0 else 1.0
+    held = b["first_block"] if b["blocks"] == 1 else f"{b['first_block']} .. {b['last_block']}"
+    rows.append(("bottleneck", f"stage {b['stage']} on {b['device']} ({held}): {b['time']:.4g} ms, "
+                 f"of which compute {100 * share:.0f} % and transfers {100 * (1 - share):.0f} %"))
+    uni = uniform_split(problem)
+    uev = evaluate(problem, uni)
+    rows.append(("uniform block split (baseline)",
+                 f"{uev.objective:.4g} ms max stage time"
+                 + ("" if uev.feasible else " (breaks memory: " + "; ".join(uev.violations) + ")")
+                 + f", simulated step {float(uev.simulation['simulated_step_time']):.4g} ms"
+                 + " -- same blocks, equal counts per stage (DeepSpeed's partition_method='uniform'); "
+                   "the block DP searches every split, this one included, so it is never worse "
+                   "by construction"))
+    head = ("stage", "device", "blocks", "time ms", "compute ms", "transfers ms",
+            "weights + gradients + optimizer", "activations (in flight)", "peak memory / capacity")
+    table = [(str(r["stage"]) + (" (bottleneck)" if r["bottleneck"] else ""), r["device"],
+              r["first_block"] if r["blocks"] == 1 else f"{r['first_block']} .. {r['last_block']} ({r['blocks']})",
+              f"{r['time']:.4g}", f"{r['compute']:.4g}", f"{r['transfers']:.4g}",
+              _fmt_bytes(r["static_bytes"]),
+              f"{_fmt_bytes(r['activation_bytes'])} ({r['in_flight']})",
+              f"{_fmt_bytes(r['memory_bytes'])} / {_fmt_bytes(r['capacity_bytes'])}")
+             for r in srows]
+    return ["<h2>Decision</h2><table>" + "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows) + "</table>",
+        "<h2>Stages</h2>" + _table(head, table)]
+
+
 def _node_modules(rep: ReportInput) -> list[str] | None:
     if rep.imported is None:
         return None
@@ -239,6 +293,7 @@ def build_report(rep: ReportInput) -> str:
         ("feasible", "yes" if ev.feasible else "no: " + "; ".join(ev.violations)),
     ]
     figures: list[str] = []
+    decision: list[str] = []  # the stages objective: what a trainer decides on, first
     memory: dict[int, dict[str, float]] = {}  # per device: weights, gradients... (pipeline sim)
     if kind == "makespan":
         from dnnpart.simulate import emulate_ops
@@ -249,6 +304,8 @@ def build_report(rep: ReportInput) -> str:
                     for d, p in enumerate(sched.peak_memory) if p > 0]
         figures = _timeline_figures(plt, sched.timeline(), gantt="ops",
                                     title="op-level timeline (compute blue, transfers grey)")
+    elif kind == "stages" and ev.simulation:
+        decision = _decision(rep, ev)
     elif kind != "iteration":
         sim, why, sim_rows = _pipeline(rep, ev, names)
         summary += sim_rows
@@ -268,10 +325,12 @@ def build_report(rep: ReportInput) -> str:
              bound_is_one_operator(problem, bound if isinstance(bound, (int, float)) else None,
                                    labels=labels)]
     summary += [("diagnostic", n) for n in notes if n]
-    parts = ["<h2>Summary</h2><table>" + "".join(
+    parts = [*decision[:1], "<h2>Summary</h2><table>" + "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in summary) + "</table>"]
 
-    if kind == "iteration":
+    if decision:
+        parts += decision[1:]
+    elif kind == "iteration":
         parts.append("<h2>Layers</h2>" + _table(
             ("layer", "op", "output (N, C, H, W)", "configuration", "devices"), layer_rows(problem, plan)))
     else:

@@ -73,10 +73,23 @@ def write_report(
         raise FormatError(f"--microbatches {micro}: expected >= 1")
     if not isinstance(plan, PlannedModel):
         planned = load_plan(plan, model=model, trust=trust)
-    meta = {**planned.record, "model": planned.spec}
+    meta = {**planned.record, "model": planned.spec, **_batch_size(planned.model_block or {})}
     text = build_report(ReportInput(
         problem=planned.problem, plan=planned.require_plan(), imported=planned.imported, meta=meta,
         schedule=schedule or str(stored.get("schedule") or "1f1b"), microbatches=micro,
         comparison=list(planned.comparison)))
     Path(out).write_text(text, encoding="utf-8")
     return ReportResult(path=out, chars=len(text))
+
+
+def _batch_size(block: Any) -> dict[str, int]:
+    """Samples (and tokens, for integer ``(batch, sequence)`` inputs) per micro-batch, from a
+    plan's model block: the first input's leading dimension (and its product with the second)."""
+    shapes = block.get("input_shapes") or []
+    if not shapes or not shapes[0]:
+        return {}
+    first = [int(d) for d in shapes[0]]
+    out = {"samples_per_microbatch": first[0]}
+    if len(first) == 2 and str(block.get("input_dtype") or "").startswith(("int", "long")):
+        out["tokens_per_microbatch"] = first[0] * first[1]
+    return out
