@@ -301,14 +301,18 @@ def enumerate_pipelines(problem: Problem) -> Optima:
 
 def block_chain_plans(problem: Problem) -> Iterator[Plan]:
     """Every split of the block units (in order) into ``S`` non-empty runs, ``S`` up to the
-    accelerators, run ``i`` on the ``i``-th accelerator (written from the space's definition,
+    accelerators (and the micro-batches under 1F1B training), run ``i`` on the ``i``-th
+    accelerator (written from the space's definition,
     not from the DP)."""
     from dnnpart.graph.blocks import node_units
 
     units = node_units(problem.graph)
     devices = list(problem.cluster.accelerators) or list(range(problem.cluster.n_devices))
     n_units = units.n_units
-    for n_stages in range(1, min(len(devices), n_units) + 1):
+    most = min(len(devices), n_units)
+    if problem.objective.schedule == "1f1b" and problem.graph.is_training:
+        most = min(most, problem.objective.microbatches)  # torch's Schedule1F1B needs m >= S
+    for n_stages in range(1, most + 1):
         for cuts in itertools.combinations(range(1, n_units), n_stages - 1):
             bounds = [0, *cuts, n_units]
             stage_of_unit = np.zeros(n_units, dtype=np.int64)

@@ -23,10 +23,10 @@ import numpy.typing as npt
 
 from dnnpart.plan import Plan
 from dnnpart.pricing.chain import (
-    B,
-    F,
     MESSAGE_KINDS,
     UP,
+    B,
+    F,
     boundary_bytes,
     chain_compute,
     message_time,

@@ -280,7 +280,7 @@ def chain_compute(times: FloatArray, g: Graph, position: npt.ArrayLike, n_positi
     pos = np.asarray(position, dtype=np.int64)
     fw = np.bincount(pos[~g.is_backward], weights=times[~g.is_backward], minlength=n_positions)
     bw = np.bincount(pos[g.is_backward], weights=times[g.is_backward], minlength=n_positions)
-    out: FloatArray = fw + bw + (fw if recompute and g.is_training else 0.0)
+    out: FloatArray = (fw + bw + (fw if recompute and g.is_training else 0.0)).astype(np.float64)
     return out
 
 

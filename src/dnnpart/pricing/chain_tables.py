@@ -24,10 +24,10 @@ from dnnpart.pricing.chain import (
     F,
     boundary_bytes,
     chain_compute,
+    in_flight,
     message_time,
     node_activation_bytes,
     optimizer_factor,
-    in_flight,
     positions_sum,
     weight_readers,
 )

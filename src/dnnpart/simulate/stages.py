@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from dnnpart.errors import UsageError
-from dnnpart.graph.core import NORMAL, Graph
 from dnnpart.graph.kernels import contiguity_violation
 from dnnpart.plan import Plan
 from dnnpart.pricing.chain import node_activation_bytes, node_weight_bytes

@@ -3,11 +3,12 @@
 Over the block units of the graph (:func:`dnnpart.graph.blocks.node_units`: a model's
 repeated blocks, with its embeddings and head as a prologue and an epilogue), a plan is a
 split of the unit order into ``S <= D`` contiguous non-empty stages, stage ``i`` on the
-``i``-th accelerator. The ``stages`` objective (:mod:`dnnpart.pricing.chain`) scores it: the
-largest stage time (forward + backward compute plus the messages at its boundaries, paper 1's
-throughput form and paper 4's Eq. 5), every stage within its device's memory (weights,
-gradients, optimizer state and the activations of the micro-batches in flight under the
-schedule: GPipe all ``m``, 1F1B ``min(m, S - i)`` on stage ``i``).
+``i``-th accelerator (and ``S <= m`` under a 1F1B training schedule, which runtimes need).
+The ``stages`` objective (:mod:`dnnpart.pricing.chain`) scores it: the largest stage time
+(forward + backward compute plus the messages at its boundaries, paper 1's throughput form
+and paper 4's Eq. 5), every stage within its device's memory (weights, gradients, optimizer
+state and the activations of the micro-batches in flight under the schedule: GPipe all
+``m``, 1F1B ``min(m, S - i)`` on stage ``i``).
 
 The search is a DP over ``(stages so far, units so far)`` for each ``S``: the memory of a
 stage depends on ``S`` (through 1F1B's in-flight count), so each ``S`` is its own DP; it is
@@ -50,15 +51,25 @@ def best_split(problem: Problem, tables: ChainTables,
     >>> best_split(p, chain_tables(p))
     (5.0, [2, 4])
     """
-    n_units, n_dev = tables.n_units, len(tables.devices)
     best: tuple[float, list[int]] | None = None
-    for n_stages in range(1, min(n_dev, n_units) + 1):
+    for n_stages in range(1, max_stages(problem, tables) + 1):
         if stop is not None and stop():
             break
         found = _split_with(problem, tables, n_stages)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
     return best
+
+
+def max_stages(problem: Problem, tables: ChainTables) -> int:
+    """At most one stage per accelerator and per unit; a 1F1B training schedule also needs at
+    least as many micro-batches as stages (``torch.distributed.pipelining``'s
+    ``Schedule1F1B`` refuses fewer), so it allows at most ``m`` stages."""
+    limit = min(len(tables.devices), tables.n_units)
+    obj = problem.objective
+    if obj.schedule == "1f1b" and tables.training:
+        limit = min(limit, obj.microbatches)
+    return limit
 
 
 def _split_with(problem: Problem, tables: ChainTables, n_stages: int) -> tuple[float, list[int]] | None:
@@ -102,7 +113,7 @@ def binding_stage(problem: Problem, tables: ChainTables) -> str:
     """Why no split fits: the unit whose smallest stage (itself alone, on the device and
     stage index where it needs least) still exceeds capacity, or the count of devices."""
     n_units, n_dev = tables.n_units, len(tables.devices)
-    n_stages = min(n_dev, n_units)
+    n_stages = max_stages(problem, tables)
     worst = None
     for u in range(n_units):
         need = min((float(tables.memory(problem, i, n_stages, [u], u + 1)[0]), i)
@@ -176,7 +187,8 @@ METHODS = (BLOCK_PIPELINE,)
 
 
 def uniform_split(problem: Problem) -> Plan:
-    """The baseline runtimes default to: the block units in ``min(D, U)`` runs of equal count
+    """The baseline runtimes default to: the block units in ``min(D, U)`` runs (at most ``m``
+    under 1F1B training, as :func:`max_stages`) of equal count
     (the first runs one longer when they do not divide; DeepSpeed's
     ``partition_method='uniform'``), run ``i`` on the ``i``-th accelerator.
 
@@ -184,7 +196,8 @@ def uniform_split(problem: Problem) -> Plan:
     --------
     >>> from dnnpart.problem import Objective
     >>> from dnnpart.testing import chain_problem
-    >>> p = chain_problem([4.0, 1.0, 1.0, 4.0, 1.0], n_accelerators=2).with_objective(Objective(kind="stages"))
+    >>> p = chain_problem([4.0, 1.0, 1.0, 4.0, 1.0], n_accelerators=2)
+    >>> p = p.with_objective(Objective(kind="stages"))
     >>> uniform_split(p).assignment.tolist()
     [0, 0, 0, 1, 1]
     """
@@ -194,6 +207,8 @@ def uniform_split(problem: Problem) -> Plan:
     units = node_units(problem.graph)
     devices = np.asarray(stage_devices(problem), np.int64)
     n_stages = min(len(devices), units.n_units)
+    if problem.objective.schedule == "1f1b" and problem.graph.is_training:
+        n_stages = min(n_stages, problem.objective.microbatches)
     sizes = [units.n_units // n_stages + (1 if i < units.n_units % n_stages else 0) for i in range(n_stages)]
     stage_of_unit = np.repeat(np.arange(n_stages), sizes)
     return Plan(assignment=devices[stage_of_unit[units.unit]].astype(np.int32))

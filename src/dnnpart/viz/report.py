@@ -227,17 +227,19 @@ def _decision(rep: ReportInput, ev: Any) -> list[str]:
                  f"of which compute {100 * share:.0f} % and transfers {100 * (1 - share):.0f} %"))
     uni = uniform_split(problem)
     uev = evaluate(problem, uni)
+    usim = uev.simulation or {}
     rows.append(("uniform block split (baseline)",
                  f"{uev.objective:.4g} ms max stage time"
                  + ("" if uev.feasible else " (breaks memory: " + "; ".join(uev.violations) + ")")
-                 + f", simulated step {float(uev.simulation['simulated_step_time']):.4g} ms"
+                 + f", simulated step {float(usim.get('simulated_step_time', math.inf)):.4g} ms"
                  + " -- same blocks, equal counts per stage (DeepSpeed's partition_method='uniform'); "
                    "the block DP searches every split, this one included, so it is never worse "
                    "by construction"))
     head = ("stage", "device", "blocks", "time ms", "compute ms", "transfers ms",
             "weights + gradients + optimizer", "activations (in flight)", "peak memory / capacity")
     table = [(str(r["stage"]) + (" (bottleneck)" if r["bottleneck"] else ""), r["device"],
-              r["first_block"] if r["blocks"] == 1 else f"{r['first_block']} .. {r['last_block']} ({r['blocks']})",
+              r["first_block"] if r["blocks"] == 1
+              else f"{r['first_block']} .. {r['last_block']} ({r['blocks']})",
               f"{r['time']:.4g}", f"{r['compute']:.4g}", f"{r['transfers']:.4g}",
               _fmt_bytes(r["static_bytes"]),
               f"{_fmt_bytes(r['activation_bytes'])} ({r['in_flight']})",

@@ -88,7 +88,7 @@ def priced_cluster(spec: str, *, specs: str | Path | None = None,
 
 
 def import_model(
-    spec: str,
+    spec: str | Any,
     *,
     cluster: str = DEFAULT_CLUSTER,
     specs: str | Path | None = None,
@@ -103,13 +103,15 @@ def import_model(
     profile: bool = False,
     repeats: int = 10,
     notify: Notify | None = None,
+    example_inputs: Sequence[Any] = (),
 ) -> ModelImport:
     """Capture the model ``spec`` and price it for ``cluster``.
 
     Parameters
     ----------
     spec : ``FILE.onnx``, ``builtin:NAME``, ``torchvision:NAME``, ``hf:ARCH[:KEY=VALUE,...]``
-        or ``module:PKG.MOD:CALLABLE`` (imports and calls your code).
+        or ``module:PKG.MOD:CALLABLE`` (imports and calls your code); or a live
+        ``torch.nn.Module`` with ``example_inputs`` (:mod:`dnnpart.frontends.live`).
     cluster : ``NxPRESET`` (``4xA100``), a cluster file or ``GENERATOR:key=value,...``;
         ``specs``: your own device/link presets (YAML/JSON), merged over ours.
     training : the training graph (torch: real autograd forward and backward; ONNX: a
@@ -132,8 +134,13 @@ def import_model(
     from dnnpart.frontends.sources import import_source, resolve_model
 
     priced = priced_cluster(cluster, specs=specs, precision=precision)
-    source = resolve_model(spec, input_shapes=[tuple(s) for s in input_shapes] or None,
-                           input_dtype=input_dtype, frontend=frontend, config_file=config)
+    if isinstance(spec, str):
+        source = resolve_model(spec, input_shapes=[tuple(s) for s in input_shapes] or None,
+                               input_dtype=input_dtype, frontend=frontend, config_file=config)
+    else:
+        from dnnpart.frontends.live import live_source
+
+        source = live_source(spec, example_inputs, frontend=frontend)
     if repeats < 1:
         raise FormatError(f"--repeats {repeats}: expected >= 1")
     with warnings.catch_warnings(record=True) as caught:

@@ -53,6 +53,10 @@ def plan_model_spec(block: Mapping[str, Any], path: str | Path, *, model: str | 
     if not isinstance(spec, str):
         raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
     text = spec.strip()
+    if text.startswith("live:"):
+        raise FormatError(f"{path}: model.spec: {text!r} was a live module given to plan_model; a "
+                          "file cannot rebuild it -- pass --model SPEC naming the same model, or run "
+                          "and apply the plan from the Python process that made it")
     safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
                                             and ":" not in text.split("/")[-1])
     if not safe and not trust:
@@ -190,7 +194,7 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
                       objective=plan_objective(block, path))
     plan = parse_plan(data, problem, str(path))
-    run = _runnable(planned, spec, options, gm, imported, operator_devices(imported, plan),
+    run = runnable_model(planned, spec, options, gm, imported, operator_devices(imported, plan),
                     training=training) if runnable else None
     return PlannedModel(
         problem=problem, plan=plan, evaluation=evaluate(problem, plan), imported=imported,
@@ -199,7 +203,7 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
         runnable=run, file_data=data)
 
 
-def _runnable(planned: Any, spec: str, options: dict[str, Any], gm: Any, imported: Any,
+def runnable_model(planned: Any, spec: str, options: dict[str, Any], gm: Any, imported: Any,
               device_of: dict[str, int], *, training: bool) -> RunnableModel:
     """What running needs: real weights, the graph module and each of its operators' device.
 

@@ -29,7 +29,7 @@ ProgressFactory = Callable[[str], Any]
 
 
 def plan_model(
-    spec: str,
+    spec: str | Any,
     *,
     cluster: str = DEFAULT_CLUSTER,
     objective: Objective | str | None = None,
@@ -52,6 +52,7 @@ def plan_model(
     repeats: int = 10,
     notify: Notify | None = None,
     progress: ProgressFactory | None = None,
+    example_inputs: Sequence[Any] = (),
     **options: Any,
 ) -> PlannedModel:
     """Import the model ``spec``, plan it on ``cluster`` for ``objective`` and score the plan.
@@ -59,7 +60,9 @@ def plan_model(
     Parameters
     ----------
     spec : the model: ``builtin:NAME``, ``torchvision:NAME``, ``hf:ARCH[:KEY=VALUE,...]``,
-        ``FILE.onnx`` or ``module:PKG.MOD:CALLABLE`` (see :func:`~dnnpart.workflow.import_model`
+        ``FILE.onnx`` or ``module:PKG.MOD:CALLABLE``, or a live ``torch.nn.Module`` with
+        ``example_inputs`` (its plan runs and applies in this process only; see
+        :meth:`PlannedModel.pipeline_stage`) (see :func:`~dnnpart.workflow.import_model`
         for the model options ``training``, ``optimizer``, ``precision``, ``input_shapes``,
         ``input_dtype``, ``frontend``, ``config``, ``granularity``, ``specs``, ``profile``,
         ``repeats``).
@@ -130,7 +133,7 @@ def plan_model(
             spec, cluster=cluster, specs=specs, training=training, optimizer=optimizer,
             precision=precision, input_shapes=input_shapes, input_dtype=input_dtype,
             frontend=frontend, config=config, granularity=granularity, profile=profile,
-            repeats=repeats, notify=say)
+            repeats=repeats, notify=say, example_inputs=example_inputs)
         source, imported = captured.source, captured.imported
         problem = captured.problem(obj)
     name = choice.name
@@ -147,17 +150,35 @@ def plan_model(
     comparison = compare_methods(problem, result, compare, time_limit=time_limit,
                                  deterministic=deterministic, progress=progress) if compare else []
     block = None
+    if not isinstance(spec, str):
+        spec = source.spec if source is not None else "live"
     if source is not None:
         block = model_block(spec=spec, source=source, training=training, optimizer=optimizer,
                             precision=precision, granularity=granularity, config=config,
                             cluster=cluster, specs=specs, schedule=schedule,
                             microbatches=microbatches, objective=obj.kind,
                             training_form=obj.training)
+    runnable = None
+    if source is not None and spec.startswith("live:") and result.plan is not None:
+        runnable = _live_runnable(source, imported, result.plan)
     return PlannedModel(
         problem=problem, plan=result.plan, result=result,
         evaluation=evaluate(problem, result.plan) if result.plan is not None else None,
         imported=imported, spec=spec, model_block=block, schedule=schedule,
-        microbatches=microbatches, comparison=tuple(comparison), notes=tuple(notes))
+        microbatches=microbatches, comparison=tuple(comparison), notes=tuple(notes),
+        runnable=runnable)
+
+
+def _live_runnable(source: Any, imported: Any, plan: Any) -> Any:
+    """What running a live module's plan needs: its graph module (captured again: the import
+    keeps only the priced graph) and every operator's device."""
+    from dnnpart.export import operator_devices
+    from dnnpart.frontends.sources import capture
+    from dnnpart.workflow.loading import runnable_model
+
+    gm, _ = capture(source)
+    return runnable_model(source, source.spec, {}, gm, imported, operator_devices(imported, plan),
+                          training=imported.graph.is_training)
 
 
 def compare_methods(problem: Problem, result: SolveResult, methods: Sequence[str], *,

@@ -154,8 +154,8 @@ def atomic_dag(graph: Graph, kind: str = "accelerator") -> tuple[OpDag, IntArray
     n = sg.n_stage_nodes
     col = graph.device_kinds.index(kind) if kind in graph.device_kinds else -1
     compute = _sum_by(atom, graph.compute_time[:, col], n)
-    from dnnpart.simulate.ops import transfer_bytes
     from dnnpart.pricing.chain import node_activation_bytes, node_weight_bytes
+    from dnnpart.simulate.ops import transfer_bytes
 
     params = _sum_by(atom, node_weight_bytes(graph), n)
     acts = _sum_by(atom, node_activation_bytes(graph), n)
