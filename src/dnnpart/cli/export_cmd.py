@@ -7,6 +7,7 @@ from typing import Any
 
 from dnnpart.cli.args import add_trust_args
 from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
 
@@ -45,8 +46,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import export_plan
 
-    written = export_plan(args.plan, args.format, args.out, model=args.model,
-                          trust=args.trust_plan, graph=args.graph, cluster=args.cluster)
+    with command_progress(out, "export") as progress:
+        written = export_plan(args.plan, args.format, args.out, model=args.model,
+                              trust=args.trust_plan, graph=args.graph, cluster=args.cluster,
+                              progress=progress)
     if out.json_mode:
         out.json(dumps(written.to_dict()))
     elif written.format == "placement-text":

@@ -7,6 +7,7 @@ from typing import Any
 
 from dnnpart.cli.args import add_model_args, input_shapes
 from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, print_model_summary
 
 
@@ -29,14 +30,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.limits import check_output_path
     from dnnpart.workflow import import_model
+    from dnnpart.workflow.phases import phase
 
     target = check_output_path(args.out)
-    model = import_model(
-        args.model, cluster=args.cluster, specs=args.specs, training=args.training,
-        optimizer=args.optimizer, precision=args.precision, input_shapes=input_shapes(args),
-        input_dtype=args.input_dtype, frontend=args.frontend, config=args.config,
-        granularity=args.granularity, profile=args.profile, repeats=args.repeats, notify=out.note)
-    model.write_graph(target)
+    with command_progress(out, "import") as progress:
+        model = import_model(
+            args.model, cluster=args.cluster, specs=args.specs, training=args.training,
+            optimizer=args.optimizer, precision=args.precision, input_shapes=input_shapes(args),
+            input_dtype=args.input_dtype, frontend=args.frontend, config=args.config,
+            granularity=args.granularity, profile=args.profile, repeats=args.repeats,
+            notify=out.note, progress=progress)
+        with phase(progress, f"writing {target}"):
+            model.write_graph(target)
     summary = model.summary() | {"out": str(target)}
     if out.json_mode:
         out.json(dumps(summary))

@@ -14,6 +14,7 @@ from dnnpart.cli.args import (
     solve_options,
 )
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import (
     Renderer,
     comparison_table,
@@ -63,26 +64,29 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
     if args.out is not None:
         check_output_path(args.out)
-    planned = plan_model(
-        args.model, cluster=args.cluster, objective=objective, training=args.training,
-        method=args.method, time_limit=args.time_limit, deterministic=deterministic,
-        compare=compare, schedule=args.schedule, microbatches=args.microbatches, specs=args.specs,
-        optimizer=args.optimizer, precision=args.precision, input_shapes=input_shapes(args),
-        input_dtype=args.input_dtype, frontend=args.frontend, config=args.config,
-        granularity=args.granularity, profile=args.profile, repeats=args.repeats,
-        notify=out.note, progress=out.progress, **options)
-    result = planned.result
-    assert result is not None  # a fresh plan has its solver's result
-    ev = planned.evaluation
-    # a plan that breaks a constraint is not written (see solve): `run` could not use it
-    feasible = planned.plan is not None and (ev is None or ev.feasible)
-    why = None if feasible else why_infeasible(planned.problem, planned.plan)
-    written = planned.plan is not None and bool(args.out) and (
-        feasible or result.stats.get("stopped") == "interrupted")
-    if written:
-        planned.write(args.out)
+    with command_progress(out, "plan") as progress:
+        planned = plan_model(
+            args.model, cluster=args.cluster, objective=objective, training=args.training,
+            method=args.method, time_limit=args.time_limit, deterministic=deterministic,
+            compare=compare, schedule=args.schedule, microbatches=args.microbatches,
+            specs=args.specs, optimizer=args.optimizer, precision=args.precision,
+            input_shapes=input_shapes(args), input_dtype=args.input_dtype,
+            frontend=args.frontend, config=args.config, granularity=args.granularity,
+            profile=args.profile, repeats=args.repeats, notify=out.note, progress=progress,
+            **options)
+        result = planned.result
+        assert result is not None  # a fresh plan has its solver's result
+        ev = planned.evaluation
+        # a plan that breaks a constraint is not written (see solve): `run` could not use it
+        feasible = planned.plan is not None and (ev is None or ev.feasible)
+        why = None if feasible else why_infeasible(planned.problem, planned.plan)
+        written = planned.plan is not None and bool(args.out) and (
+            feasible or result.stats.get("stopped") == "interrupted")
+        if written:
+            planned.write(args.out)
+        if planned.plan is not None and args.report:
+            write_report(planned, args.report, progress=progress)
     if planned.plan is not None and args.report:
-        write_report(planned, args.report)
         out.note(f"report written to {args.report}")
     stopped = report_stop(out, result, args.out)
     if stopped is not None:

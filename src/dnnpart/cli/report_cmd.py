@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
 
@@ -28,8 +29,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import write_report
 
-    written = write_report(args.plan, args.out, schedule=args.schedule,
-                           microbatches=args.microbatches, model=args.model, trust=args.trust_plan)
+    with command_progress(out, "report") as progress:
+        written = write_report(args.plan, args.out, schedule=args.schedule,
+                               microbatches=args.microbatches, model=args.model,
+                               trust=args.trust_plan, progress=progress)
     if out.json_mode:
         out.json(dumps(written.to_dict()))
     else:

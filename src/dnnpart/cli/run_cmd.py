@@ -12,6 +12,7 @@ from typing import Any
 
 from dnnpart.cli.args import add_trust_args
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
 
@@ -37,8 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import RunResult, TrainingRunResult, run_plan
 
-    ran = run_plan(args.plan, model=args.model, trust=args.trust_plan, nproc=args.nproc,
-                   microbatches=args.microbatches, schedule=args.schedule)
+    with command_progress(out, "run") as progress:
+        ran = run_plan(args.plan, model=args.model, trust=args.trust_plan, nproc=args.nproc,
+                       microbatches=args.microbatches, schedule=args.schedule, progress=progress)
     if out.json_mode:
         out.json(dumps(ran.to_dict()))
     elif isinstance(ran, RunResult):

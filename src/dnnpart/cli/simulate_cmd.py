@@ -8,6 +8,7 @@ from typing import Any
 
 from dnnpart.cli.args import add_problem_args, model_options, objective_from_args
 from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, fmt, fmt_bytes
 
 
@@ -38,14 +39,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_simulate(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.io import read_plan
     from dnnpart.workflow import load_problem, simulate_plan
+    from dnnpart.workflow.phases import phase
 
-    problem = load_problem(args.graph, cluster=args.cluster or None,
-                           objective=objective_from_args(args), model=model_options(args),
-                           plan=args.plan)
-    plan = read_plan(args.plan, problem)
-    sim = simulate_plan(problem, plan, level=args.level, schedule=args.schedule,
-                        microbatches=args.microbatches, recompute=args.recompute,
-                        contention=args.contention, sync=args.sync, trace=args.trace)
+    with command_progress(out, "simulate") as progress:
+        with phase(progress, f"loading {args.graph}"):
+            problem = load_problem(args.graph, cluster=args.cluster or None,
+                                   objective=objective_from_args(args), model=model_options(args),
+                                   plan=args.plan)
+            plan = read_plan(args.plan, problem)
+        with phase(progress, "simulating"):
+            sim = simulate_plan(problem, plan, level=args.level, schedule=args.schedule,
+                                microbatches=args.microbatches, recompute=args.recompute,
+                                contention=args.contention, sync=args.sync, trace=args.trace)
     if out.json_mode:
         out.json(dumps(sim.to_dict()))
         return EXIT_OK

@@ -24,6 +24,7 @@ from dnnpart.errors import FormatError
 from dnnpart.plan import Plan
 from dnnpart.problem import Problem
 from dnnpart.workflow.loading import load_plan, load_planned_model, model_block_of, with_runnable
+from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def export_plan(
     trust: bool = False,
     graph: str | None = None,
     cluster: str | None = None,
+    progress: ProgressFactory | None = None,
 ) -> ExportResult:
     """Write ``plan`` in ``format`` (see the module docstring) to ``out``.
 
@@ -73,6 +75,8 @@ def export_plan(
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
     graph, cluster : ``placement-text`` only: the plan's graph (a file or ``zoo:NAME``) for a
         plan file that does not name it, and its cluster (default: the plan file's).
+    progress : told each phase as it starts (``"loading PLAN (capturing its model)"``,
+        ``"writing FORMAT"``; see :mod:`dnnpart.workflow.phases`).
 
     Examples
     --------
@@ -89,13 +93,15 @@ def export_plan(
         raise FormatError(f"--format {format!r}: expected one of {', '.join(EXPORT_FORMATS)}")
     if format == "placement-text":
         return _placement_text(plan, Path(out), model=model, trust=trust, graph=graph,
-                               cluster=cluster)
+                               cluster=cluster, progress=progress)
     if graph or cluster:
         raise FormatError("--graph/--cluster: only for --format placement-text")
-    planned = with_runnable(plan) if isinstance(plan, PlannedModel) else \
-        load_planned_model(plan, model=model, trust=trust)
-    return _write(planned, format, Path(out), str(plan) if not isinstance(plan, PlannedModel)
-                  else planned.spec or planned.problem.name)
+    with phase(progress, loading_phase(plan, model=model)):
+        planned = with_runnable(plan) if isinstance(plan, PlannedModel) else \
+            load_planned_model(plan, model=model, trust=trust)
+    with phase(progress, f"writing {format}"):
+        return _write(planned, format, Path(out), str(plan) if not isinstance(plan, PlannedModel)
+                      else planned.spec or planned.problem.name)
 
 
 def _write(planned: PlannedModel, format: str, target: Path, where: str) -> ExportResult:
@@ -160,7 +166,8 @@ def planned_operator_devices(ir: ModelIR, device_of: Mapping[str, int]) -> dict[
 
 
 def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str | None,
-                    trust: bool, graph: str | None, cluster: str | None) -> ExportResult:
+                    trust: bool, graph: str | None, cluster: str | None,
+                    progress: ProgressFactory | None = None) -> ExportResult:
     """``name device`` lines: of the problem planned, of ``graph``, or of the plan file's own."""
     if isinstance(plan, PlannedModel):
         if graph or cluster:
@@ -170,7 +177,8 @@ def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str
         from dnnpart.io.plan_files import read_plan
         from dnnpart.workflow.inputs import load_problem
 
-        problem = load_problem(graph, cluster=cluster, plan=None if cluster else plan)
+        with phase(progress, f"loading {graph}"):
+            problem = load_problem(graph, cluster=cluster, plan=None if cluster else plan)
         placed = read_plan(plan, problem)
     else:
         if cluster:
@@ -180,9 +188,11 @@ def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str
         data = f.require_mapping(f.read_json(plan), str(plan))
         if model_block_of(data, plan) is None and "graph" not in data:
             raise FormatError(f"{plan}: model: missing; give the plan's graph with --graph GRAPH")
-        loaded = load_plan(plan, model=model, trust=trust)
+        with phase(progress, loading_phase(plan, runnable=False)):
+            loaded = load_plan(plan, model=model, trust=trust)
         problem, placed = loaded.problem, loaded.require_plan()
-    return _write_lines(problem, placed, target)
+    with phase(progress, "writing placement-text"):
+        return _write_lines(problem, placed, target)
 
 
 def _write_lines(problem: Problem, plan: Plan, target: Path) -> ExportResult:

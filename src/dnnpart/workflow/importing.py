@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dnnpart.errors import FormatError
 from dnnpart.problem import Objective, Problem
+from dnnpart.workflow.phases import ProgressFactory, frontend_name, phase
 
 if TYPE_CHECKING:
     from dnnpart.cost.clusters import PricedCluster
@@ -103,6 +104,7 @@ def import_model(
     profile: bool = False,
     repeats: int = 10,
     notify: Notify | None = None,
+    progress: ProgressFactory | None = None,
     example_inputs: Sequence[Any] = (),
 ) -> ModelImport:
     """Capture the model ``spec`` and price it for ``cluster``.
@@ -124,6 +126,8 @@ def import_model(
         called from one module).
     profile, repeats : measure CPU times (medians of ``repeats`` runs) instead of estimating.
     notify : called with each warning of the capture (``"warning: ..."``).
+    progress : told the phase as it starts: ``"importing SPEC (torch.export)"`` (capture and
+        pricing; see :mod:`dnnpart.workflow.phases`).
 
     Examples
     --------
@@ -134,20 +138,22 @@ def import_model(
     from dnnpart.frontends.sources import import_source, resolve_model
 
     priced = priced_cluster(cluster, specs=specs, precision=precision)
-    if isinstance(spec, str):
-        source = resolve_model(spec, input_shapes=[tuple(s) for s in input_shapes] or None,
-                               input_dtype=input_dtype, frontend=frontend, config_file=config)
-    else:
-        from dnnpart.frontends.live import live_source
+    label = spec if isinstance(spec, str) else f"a live {type(spec).__name__}"
+    with phase(progress, f"importing {label} ({frontend_name(label, frontend)})"):
+        if isinstance(spec, str):
+            source = resolve_model(spec, input_shapes=[tuple(s) for s in input_shapes] or None,
+                                   input_dtype=input_dtype, frontend=frontend, config_file=config)
+        else:
+            from dnnpart.frontends.live import live_source
 
-        source = live_source(spec, example_inputs, frontend=frontend)
-    if repeats < 1:
-        raise FormatError(f"--repeats {repeats}: expected >= 1")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        imported = import_source(source, cost_model=priced.cost_model, training=training,
-                                 profile=profile, profile_repeats=repeats, optimizer=optimizer,
-                                 granularity=granularity)
+            source = live_source(spec, example_inputs, frontend=frontend)
+        if repeats < 1:
+            raise FormatError(f"--repeats {repeats}: expected >= 1")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            imported = import_source(source, cost_model=priced.cost_model, training=training,
+                                     profile=profile, profile_repeats=repeats,
+                                     optimizer=optimizer, granularity=granularity)
     messages = tuple(f"warning: {w.message}" for w in caught)
     if notify is not None:
         for message in messages:

@@ -10,8 +10,7 @@ of an imported operator graph.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,9 @@ from dnnpart.plan import SolveResult
 from dnnpart.problem import Objective, Problem
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, Notify, import_model, priced_cluster
 from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_note
+from dnnpart.workflow.phases import ProgressFactory, phase
 from dnnpart.workflow.planned import PlannedModel, model_block
 from dnnpart.workflow.text import one_line
-
-#: Makes the progress reporter of a method run, given the method's name: an object with
-#: ``update(message, fraction)`` that is also a context manager, or ``None`` for none.
-ProgressFactory = Callable[[str], Any]
 
 
 def plan_model(
@@ -80,8 +76,10 @@ def plan_model(
         that ``run_plan`` and ``write_report`` use (stored in the plan file; ``None``: theirs);
         with ``objective`` given as a kind, also the pipeline objective's.
     notify : called with each message for the user (the method chosen, capture warnings).
-    progress : the progress reporter of a method run, by method name (see
-        :data:`ProgressFactory`).
+    progress : told each phase as it starts (``"importing SPEC (torch.export)"``,
+        ``"solving with dp"``, ``"solving with dpl"`` after a fallback; see
+        :mod:`dnnpart.workflow.phases`); the reporter it returns for a solving phase gets the
+        method's progress.
 
     Returns
     -------
@@ -126,25 +124,27 @@ def plan_model(
             input_dtype=input_dtype, training=training, optimizer=optimizer, precision=precision,
             frontend=frontend, config_file=None if config is None else str(config),
             granularity=granularity)
-        problem = load_problem(spec, cluster=priced_cluster(cluster, specs=specs).cluster,
-                               objective=obj, model=layers_model)
+        with phase(progress, f"importing {spec} (layer graph)"):
+            problem = load_problem(spec, cluster=priced_cluster(cluster, specs=specs).cluster,
+                                   objective=obj, model=layers_model)
     else:
         captured = import_model(
             spec, cluster=cluster, specs=specs, training=training, optimizer=optimizer,
             precision=precision, input_shapes=input_shapes, input_dtype=input_dtype,
             frontend=frontend, config=config, granularity=granularity, profile=profile,
-            repeats=repeats, notify=say, example_inputs=example_inputs)
+            repeats=repeats, notify=say, progress=progress, example_inputs=example_inputs)
         source, imported = captured.source, captured.imported
         problem = captured.problem(obj)
     name = choice.name
-    with _reporting(progress, name) as reporter:
-        try:
+    try:
+        with phase(progress, f"solving with {name}") as reporter:
             result = solvers.solve(problem, name, time_limit=time_limit, progress=reporter,
                                    deterministic=deterministic, **options)
-        except ProblemTooLargeError as exc:
-            if not choice.may_fall_back:
-                raise
-            say(fallback_note(str(exc)))
+    except ProblemTooLargeError as exc:
+        if not choice.may_fall_back:
+            raise
+        say(fallback_note(str(exc)))
+        with phase(progress, f"solving with {FALLBACK_METHOD}") as reporter:  # its own name
             result = solvers.solve(problem, FALLBACK_METHOD, time_limit=time_limit,
                                    progress=reporter, deterministic=deterministic)
     comparison = compare_methods(problem, result, compare, time_limit=time_limit,
@@ -208,7 +208,7 @@ def compare_methods(problem: Problem, result: SolveResult, methods: Sequence[str
     for name in methods:
         if name == result.method:
             continue
-        with _reporting(progress, name) as reporter:
+        with phase(progress, f"solving with {name} (comparison)") as reporter:
             try:
                 other = solvers.solve(problem, name, time_limit=time_limit, progress=reporter,
                                       deterministic=deterministic)
@@ -226,11 +226,3 @@ def _objective(objective: Objective | str | None, schedule: str | None,
     kind = objective or ("stages" if schedule else "throughput")
     return Objective(kind=kind, schedule=schedule or ("1f1b" if kind == "stages" else "gpipe"),
                      microbatches=microbatches if microbatches is not None else 4)
-
-
-@contextlib.contextmanager
-def _reporting(progress: ProgressFactory | None, method: str) -> Iterator[Any]:
-    """The progress reporter of one method run, entered for its duration (``None``: none)."""
-    reporter = progress(method) if progress is not None else None
-    with reporter if reporter is not None else contextlib.nullcontext():
-        yield reporter

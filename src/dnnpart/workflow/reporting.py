@@ -12,6 +12,7 @@ from typing import Any
 
 from dnnpart.errors import FormatError
 from dnnpart.workflow.loading import load_plan
+from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
 
 
@@ -35,6 +36,7 @@ def write_report(
     microbatches: int | None = None,
     model: str | None = None,
     trust: bool = False,
+    progress: ProgressFactory | None = None,
 ) -> ReportResult:
     """Write the HTML report of ``plan`` to ``out``.
 
@@ -44,6 +46,8 @@ def write_report(
     out : the HTML file.
     schedule, microbatches : of the pipeline figures (default: the plan's, else ``1f1b``, 4).
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
+    progress : told each phase as it starts (``"loading PLAN"``, ``"writing report"``; see
+        :mod:`dnnpart.workflow.phases`).
 
     Examples
     --------
@@ -72,13 +76,15 @@ def write_report(
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")
     if not isinstance(plan, PlannedModel):
-        planned = load_plan(plan, model=model, trust=trust)
+        with phase(progress, loading_phase(plan, runnable=False)):
+            planned = load_plan(plan, model=model, trust=trust)
     meta = {**planned.record, "model": planned.spec, **_batch_size(planned.model_block or {})}
-    text = build_report(ReportInput(
-        problem=planned.problem, plan=planned.require_plan(), imported=planned.imported, meta=meta,
-        schedule=schedule or str(stored.get("schedule") or "1f1b"), microbatches=micro,
-        comparison=list(planned.comparison)))
-    Path(out).write_text(text, encoding="utf-8")
+    with phase(progress, "writing report"):
+        text = build_report(ReportInput(
+            problem=planned.problem, plan=planned.require_plan(), imported=planned.imported,
+            meta=meta, schedule=schedule or str(stored.get("schedule") or "1f1b"),
+            microbatches=micro, comparison=list(planned.comparison)))
+        Path(out).write_text(text, encoding="utf-8")
     return ReportResult(path=out, chars=len(text))
 
 

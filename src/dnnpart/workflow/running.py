@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dnnpart.errors import FormatError
 from dnnpart.workflow.loading import load_planned_model, with_runnable
+from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ def run_plan(
     nproc: int | None = None,
     microbatches: int | None = None,
     schedule: str | None = None,
+    progress: ProgressFactory | None = None,
 ) -> RunResult | TrainingRunResult:
     """Run a plan of a torch model in local gloo processes and check it against the model.
 
@@ -145,6 +147,8 @@ def run_plan(
     nproc : processes (default: one per device the plan uses; inference plans).
     microbatches : micro-batches (inference: default 4; training: the plan's, else 4).
     schedule : training plans: ``gpipe`` or ``1f1b`` (default: the plan's, else ``1f1b``).
+    progress : told each phase as it starts (``"loading PLAN (capturing its model)"``,
+        ``"running N stage processes"``, ...; see :mod:`dnnpart.workflow.phases`).
 
     Returns
     -------
@@ -173,11 +177,14 @@ def run_plan(
             "(paper 2); `dnnpart run` executes pipeline-stage plans of a torch model only -- "
             "score it with `dnnpart evaluate --objective makespan` or `dnnpart simulate`"
         )
-    loaded = with_runnable(plan) if isinstance(plan, PlannedModel) else \
-        load_planned_model(plan, model=model, trust=trust)
+    with phase(progress, loading_phase(plan, model=model)):
+        loaded = with_runnable(plan) if isinstance(plan, PlannedModel) else \
+            load_planned_model(plan, model=model, trust=trust)
     if block.get("training"):
-        return _run_training(loaded, where, block, microbatches=microbatches, schedule=schedule)
-    return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches)
+        return _run_training(loaded, where, block, microbatches=microbatches, schedule=schedule,
+                             progress=progress)
+    return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches,
+                          progress=progress)
 
 
 def _what_it_is(plan: PlannedModel | str | Path) -> tuple[str, str | None, Mapping[str, Any]]:
@@ -202,7 +209,7 @@ def _torch_model(planned: PlannedModel, where: str) -> tuple[Any, Any, dict[str,
 
 
 def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
-                   microbatches: int | None) -> RunResult:
+                   microbatches: int | None, progress: ProgressFactory | None = None) -> RunResult:
     micro = DEFAULT_MICROBATCHES if microbatches is None else microbatches
     source, gm, device_of = _torch_model(planned, where)
     if micro < 1:
@@ -220,9 +227,10 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(micro)
     ]
-    outputs = run_distributed(program, batches, nproc=nproc)
+    with phase(progress, _processes(nproc or len(program.devices))):
+        outputs = run_distributed(program, batches, nproc=nproc)
     torch.set_num_threads(1)
-    with torch.no_grad():
+    with phase(progress, "running the unpartitioned model"), torch.no_grad():
         references = [source.module(*mb) for mb in batches]
     diffs = [_max_abs_diff(o, r) for o, r in zip(outputs, references, strict=True)]
     return RunResult(
@@ -233,7 +241,8 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
 
 
 def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *,
-                  microbatches: int | None, schedule: str | None) -> TrainingRunResult:
+                  microbatches: int | None, schedule: str | None,
+                  progress: ProgressFactory | None = None) -> TrainingRunResult:
     from dnnpart.export.stages import split_module
     from dnnpart.export.training_run import (
         check_linear,
@@ -258,7 +267,8 @@ def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(n_micro)
     ]
-    result = run_training_step(program, gm, batches, schedule=chosen)
+    with phase(progress, _processes(len(program.stages)) + " and the unpartitioned step"):
+        result = run_training_step(program, gm, batches, schedule=chosen)
     ev = planned.evaluation
     assert ev is not None  # a loaded plan is scored
     names = [problem.cluster.devices[s.device].name for s in program.stages]
@@ -276,6 +286,11 @@ def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *
     )
     return TrainingRunResult(model=source.spec, devices=tuple(names), operators_moved=moved,
                              per_stage=rows, run=result)
+
+
+def _processes(n: int) -> str:
+    """The phase of running the stages in ``n`` processes."""
+    return f"running {n} stage process{'' if n == 1 else 'es'}"
 
 
 def _max_abs(a: Any) -> float:
