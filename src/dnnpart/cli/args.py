@@ -130,9 +130,10 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--granularity",
-        choices=("op", "module"),
+        choices=("op", "module", "block"),
         default="op",
-        help="one node per operator (default) or per run of operators called from one module",
+        help="one node per operator (default), per run of operators called from one module, or "
+             "(plan) stages of whole blocks: the stages objective with block-pipeline",
     )
 
 
@@ -222,7 +223,8 @@ def objective_from_args(args: argparse.Namespace) -> Any:
     if micro is not None and micro < 1:
         raise FormatError(f"--microbatches {micro}: expected an integer >= 1")
     schedule = getattr(args, "schedule", None)
-    kind = args.objective or ("stages" if schedule else "throughput")
+    blocks = getattr(args, "granularity", None) == "block"
+    kind = args.objective or ("stages" if schedule or blocks else "throughput")
     return Objective(kind=kind, training=args.training_form, overlap=args.overlap,
                      schedule=schedule or default_schedule(kind),
                      microbatches=micro if micro is not None else 4,

@@ -175,7 +175,7 @@ def stage_table(problem: Problem, plan: Plan, ev: Evaluation, *, title: str) -> 
     assert ev.simulation is not None
     table = Table(title=title, title_justify="left")
     for col in ("stage", "device", "blocks", "time", "compute", "transfers",
-                "weights+grads+optimizer", "activations", "memory"):
+                "weights+state", "activations", "memory"):
         table.add_column(col, justify="left" if col in ("device", "blocks") else "right")
     for r in stage_rows(problem, plan, ev.simulation):
         blocks = (safe(r["first_block"]) if r["blocks"] == 1 else

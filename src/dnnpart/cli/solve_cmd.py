@@ -22,7 +22,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "solve", help="find a plan with a method (see `dnnpart methods`)")
     add_problem_args(p)
-    add_method_args(p, default="dp", method_help="method name (default: dp)")
+    add_method_args(p, default=None, method_help="method name (default: the objective's own: "
+                    "throughput dp, latency ip, makespan pardnn, pipeline parmesan, iteration "
+                    "optcnn, stages block-pipeline)")
     p.add_argument("--out", "-o", metavar="PLAN.json", help="write the plan here")
     p.set_defaults(handler=cmd_solve)
     return p
@@ -37,12 +39,16 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.solvers import get_method, solve
     from dnnpart.workflow import load_problem, write_solved_plan
 
+    from dnnpart.workflow.methods import DEFAULT_METHODS
+
+    objective = objective_from_args(args)
+    args.method = args.method or DEFAULT_METHODS[objective.kind]
     get_method(args.method)  # fail fast on an unknown name, before any work
     options, deterministic = solve_options(args, args.method)
     if args.out is not None:
         check_output_path(args.out)
     problem = load_problem(args.graph, cluster=args.cluster or None,
-                           objective=objective_from_args(args), model=model_options(args))
+                           objective=objective, model=model_options(args))
     progress = out.progress(args.method)
     with progress if progress is not None else contextlib.nullcontext():
         result = solve(problem, args.method, time_limit=args.time_limit, progress=progress,

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dnnpart.errors import DnnpartError, ProblemTooLargeError
+from dnnpart.errors import DnnpartError, ProblemTooLargeError, UsageError
 from dnnpart.plan import SolveResult
-from dnnpart.problem import Objective, Problem
+from dnnpart.problem import STAGES, Objective, Problem
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, Notify, import_model, priced_cluster
 from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_note
 from dnnpart.workflow.phases import ProgressFactory, phase
@@ -61,7 +61,8 @@ def plan_model(
         :meth:`PlannedModel.pipeline_stage`) (see :func:`~dnnpart.workflow.import_model`
         for the model options ``training``, ``optimizer``, ``precision``, ``input_shapes``,
         ``input_dtype``, ``frontend``, ``config``, ``granularity``, ``specs``, ``profile``,
-        ``repeats``).
+        ``repeats``); ``granularity="block"``: stages of whole blocks (the ``stages`` objective
+        with ``block-pipeline``, on the operator graph).
     cluster : ``NxPRESET`` (``4xA100``), a cluster file or ``GENERATOR:key=value,...``.
     objective : an :class:`~dnnpart.problem.Objective` or its kind (``throughput``,
         ``latency``, ``makespan``, ``pipeline``, ``iteration``, ``stages``); ``None``: stages
@@ -100,7 +101,14 @@ def plan_model(
     from dnnpart import solvers
     from dnnpart.evaluate import evaluate
 
-    obj = _objective(objective, schedule, microbatches)
+    obj = _objective(objective or ("stages" if granularity == "block" else None), schedule,
+                     microbatches)
+    if granularity == "block":
+        if obj.kind != STAGES or method not in (None, "block-pipeline"):
+            raise UsageError("--granularity block: stages of whole blocks are planned by "
+                             "block-pipeline for the stages objective; other objectives and "
+                             "methods take --granularity op or module")
+        granularity = "op"  # the op graph is kept; the method cuts it between blocks
     choice = choose_method(obj.kind, method=method, schedule=schedule, options=options)
     notes: list[str] = []
 
