@@ -33,6 +33,14 @@ def write_layer_export(planned: PlannedModel, format: str, target: Path, where: 
     cluster = planned.problem.cluster
     if format == "deepspeed":
         return _deepspeed(planned, target, where, spec, block)
+    if format == "megatron":  # the family first: a model Megatron cannot run is not a bad plan
+        from dnnpart.export.megatron import check_family
+
+        check_family(imported.ir)
+    else:
+        from dnnpart.export.torchtitan import family_of
+
+        family_of(spec)
     stages = plan_unit_stages(planned)
     launch = launch_map(cluster, stages.devices)
     details: dict[str, Any] = {"launch": launch_lines(launch)}
@@ -56,6 +64,25 @@ def plan_unit_stages(planned: PlannedModel) -> UnitStages:
     graph = planned.problem.graph
     return unit_stages(graph_units(graph, planned.problem.name),
                        graph_devices(graph, planned.require_plan().assignment))
+
+
+def _by_unit(planned: PlannedModel, stages: UnitStages | None, device_of: dict[str, int]) -> dict[str, int]:
+    """The device of every operator of the module run: its layer unit's stage device.
+
+    The module run is a second capture matched to the planned graph by operator sequence,
+    which can shift an operator at a cut (a block's first layer norm) to the neighbouring
+    stage; for a block-aligned plan each operator is put back with its unit (free operators
+    keep their matched device).
+    """
+    from dnnpart.export.layers import layer_units
+
+    if stages is None or planned.imported is None:
+        return device_of
+    units = layer_units(planned.imported.ir)
+    device = {name: stages.devices[s] for name, s in zip(stages.units.names, stages.stage_of, strict=True)}
+    by_op = {op: device[name] for name, ops in zip(units.names, units.ops, strict=True)
+             if name in device for op in ops if op not in units.free}
+    return {op: by_op.get(op, d) for op, d in device_of.items()}
 
 
 def _micro(block: dict[str, Any]) -> tuple[int, int]:
@@ -83,8 +110,12 @@ def _deepspeed(planned: PlannedModel, target: Path, where: str, spec: str,
         raise FormatError(f"{where}: --format deepspeed needs a torch model, not {run.source.spec}")
     plan = planned.require_plan()
     gm = run.module
+    try:  # which blocks each stage holds, where the plan cuts between whole blocks
+        stages: UnitStages | None = plan_unit_stages(planned)
+    except FormatError as exc:
+        stages, why = None, str(exc)
     order = device_order(planned.problem.graph, plan.assignment)
-    device_of, _ = linearize(gm, run.device_of, order)
+    device_of, _ = linearize(gm, _by_unit(planned, stages, run.device_of), order)
     program = split_module(gm, device_of)
     check_linear(program, replicated=plan.replica_of is not None
                  and len(set(plan.replica_of.tolist())) < len(plan.replica_of))
@@ -96,13 +127,10 @@ def _deepspeed(planned: PlannedModel, target: Path, where: str, spec: str,
     info = write_deepspeed(target, program, carries(program), _canonical_names(gm), config=config,
                            launch=launch, model=spec)
     details: dict[str, Any] = {"parts": info["parts"], "launch": launch_lines(launch)}
-    try:  # which blocks each stage holds, where the plan cuts between whole blocks
-        stages = plan_unit_stages(planned)
-    except FormatError as exc:
-        details["blocks"] = f"not block-aligned ({exc})"
-    else:
-        if list(stages.devices) == stage_devices:
-            details["blocks"] = [stages.stage_units(s) for s in range(stages.n_stages)]
+    if stages is None:
+        details["blocks"] = f"not block-aligned ({why})"
+    elif list(stages.devices) == stage_devices:
+        details["blocks"] = [stages.stage_units(s) for s in range(stages.n_stages)]
     if block.get("schedule") == "gpipe":
         details["schedule"] = "DeepSpeed runs its own 1F1B-style TrainSchedule (the plan assumed gpipe)"
     return details
