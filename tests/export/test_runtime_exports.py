@@ -42,7 +42,8 @@ def _block_aligned(planned: Any, path: Path, block_stage: dict[int, int], device
     g = planned.problem.graph
     back = np.asarray(g.is_backward, bool)
     keys = [layer_key(p) for p in g.module_paths]
-    blocks = sorted({k for k in keys if k and k.split(".")[-1].isdigit()}, key=lambda k: int(k.split(".")[-1]))
+    blocks = sorted({k for k in keys if k and k.split(".")[-1].isdigit()},
+                    key=lambda k: int(k.split(".")[-1]))
     stage = np.full(g.n_nodes, -1)
     seen_block = np.zeros(g.n_nodes, bool)
     for v in range(g.n_nodes):  # topological order
@@ -98,19 +99,22 @@ def test_megatron_layout_is_validated_by_megatron_core(gpt2_plan: tuple[Path, An
     assert [layout.get_layer_id_list(pp_rank=r, vp_stage=0) for r in range(3)] == [[0], [1], []]
 
 
-def test_a_split_block_is_refused_naming_it(gpt2_plan: tuple[Path, Any], tmp_path: Path) -> None:
+def test_a_split_block_is_refused_naming_it(gpt2_plan: tuple[Path, Any], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     path, planned = gpt2_plan
     data = json.loads(path.read_text())
     g = planned.problem.graph
-    moved = next(v for v in range(g.n_nodes) if not g.is_backward[v] and g.module_paths[v].endswith("h.1.mlp.c_fc")
-                 and g.pred_ptr[v + 1] > g.pred_ptr[v])
+    moved = next(v for v in range(g.n_nodes) if not g.is_backward[v]
+                 and g.module_paths[v].endswith("h.1.mlp.c_fc") and g.pred_ptr[v + 1] > g.pred_ptr[v])
     oid = int(g.original_ids[moved])
     for entry in data["devices"]:
         entry["nodes"] = [n for n in entry["nodes"] if n != oid]
     data["devices"][3]["nodes"].append(oid)
     (tmp_path / "split.json").write_text(json.dumps(data))
-    os.chdir(tmp_path)
-    assert main(["export", "split.json", "--format", "megatron", "-o", "m.json"]) == 2
+    assert main(["export", str(tmp_path / "split.json"), "--format", "megatron", "-o",
+                 str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'transformer.h.1' is split" in err[0] and "block granularity" in err[0]
 
 
 def test_torchtitan_refuses_a_family_it_does_not_ship(gpt2_plan: tuple[Path, Any], tmp_path: Path,
@@ -204,7 +208,8 @@ def _ds_worker(rank: int, world: int, port: int, folder: str, out: str) -> None:
     torch.distributed.barrier()
 
 
-def test_deepspeed_pipeline_module_holds_the_plans_stages(gpt2_plan: tuple[Path, Any], tmp_path: Path) -> None:
+def test_deepspeed_pipeline_module_holds_the_plans_stages(gpt2_plan: tuple[Path, Any],
+                                                          tmp_path: Path) -> None:
     pytest.importorskip("deepspeed", reason="deepspeed not installed (extra 'deepspeed')")
     from dnnpart.export.deepspeed import stage_layer_type
     from dnnpart.export.runtime import _free_port, run_workers
