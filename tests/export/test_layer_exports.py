@@ -13,13 +13,17 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch")
 
 from dnnpart.errors import FormatError  # noqa: E402
-from dnnpart.export.layers import deepspeed_dict, layer_units, megatron_dict  # noqa: E402
+from dnnpart.export.layers import (  # noqa: E402
+    deepspeed_parts,
+    layer_units,
+    megatron_layout,
+    unit_stages,
+)
 from dnnpart.frontends.fx_import import module_ir, trace  # noqa: E402
 from dnnpart.frontends.ir import ModelIR  # noqa: E402
 from dnnpart.frontends.models import bert_encoder  # noqa: E402
 
 N_LAYERS = 4
-NAMES = ["acc0", "acc1", "acc2"]
 
 
 @pytest.fixture(scope="module")
@@ -39,29 +43,29 @@ def _valid_megatron(layout: str, n_layers: int) -> list[str]:
 
 def _placements(ir: ModelIR) -> list[tuple[list[int], dict[str, int]]]:
     """Every 3-stage cut between non-empty layers; the stage of every unit (empty ones: -1)."""
-    _, units = layer_units(ir)
-    full = [i for i, (_, ops) in enumerate(units) if ops]
+    units = layer_units(ir)
+    full = [i for i, ops in enumerate(units.ops) if ops]
     out = []
     for cuts in itertools.combinations(range(1, len(full)), 2):
-        stage = [-1] * len(units)
+        stage = [-1] * len(units.names)
         for k, i in enumerate(full):
             stage[i] = sum(k >= c for c in cuts)
-        out.append((stage, {op: stage[i] for i, (_, ops) in enumerate(units) for op in ops}))
+        out.append((stage, {op: stage[i] for i, ops in enumerate(units.ops) for op in ops}))
     return out
 
 
 def test_units_are_embedding_blocks_head(ir: ModelIR) -> None:
-    container, units = layer_units(ir)
-    assert container == "layers"
-    assert [u for u, _ in units] == ["embedding", *[f"layers.{i}" for i in range(N_LAYERS)], "head"]
-    assert sum(len(ops) for _, ops in units) == len(ir.ops)
+    units = layer_units(ir)
+    assert units.block_containers == ["layers"]
+    assert list(units.names) == ["embedding", *[f"layers.{i}" for i in range(N_LAYERS)], "head"]
+    assert sum(len(ops) for ops in units.ops) == len(ir.ops)
 
 
 def test_deepspeed_parts_give_each_stage_its_layers(ir: ModelIR) -> None:
     for stage, device_of in _placements(ir):
-        data = deepspeed_dict(ir, device_of, NAMES)
-        parts, layers = data["parts"], data["layers"]
-        assert len(parts) == data["num_stages"] + 1 == 3 + 1
+        stages = unit_stages(layer_units(ir), device_of)
+        parts, layers = deepspeed_parts(stages), stages.units.names
+        assert len(parts) == stages.n_stages + 1 == 3 + 1
         assert parts[0] == 0 and parts[-1] == len(layers) == N_LAYERS + 2
         assert parts == sorted(parts)
         for s in range(3):
@@ -71,16 +75,16 @@ def test_deepspeed_parts_give_each_stage_its_layers(ir: ModelIR) -> None:
 
 def test_megatron_layout_follows_the_documented_grammar(ir: ModelIR) -> None:
     for stage, device_of in _placements(ir):
-        data = megatron_dict(ir, device_of, NAMES)
-        stages = _valid_megatron(data["pipeline_model_parallel_layout"], N_LAYERS)
-        assert data["pipeline_model_parallel_size"] == len(stages) == 3
+        placed = unit_stages(layer_units(ir), device_of)
+        stages = _valid_megatron(megatron_layout(placed), N_LAYERS)
+        assert placed.n_stages == len(stages) == 3
         blocks = [s for s in stage[1:-1]]
         assert [st.count("t") for st in stages] == [blocks.count(k) for k in range(3)]
 
 
 def test_a_block_split_over_devices_is_refused_naming_it(ir: ModelIR) -> None:
-    _, units = layer_units(ir)
-    device_of = {op: 0 for _, ops in units for op in ops}
-    device_of[units[2][1][-1]] = 1  # last operator of layers.1 elsewhere
-    with pytest.raises(FormatError, match=r"'layers\.1' is split"):
-        megatron_dict(ir, device_of, NAMES)
+    units = layer_units(ir)
+    device_of = {op: 0 for ops in units.ops for op in ops}
+    device_of[units.ops[2][-1]] = 1  # last operator of layers.1 elsewhere
+    with pytest.raises(FormatError, match=r"'layers\.1' is split.*default block granularity"):
+        unit_stages(units, device_of)

@@ -18,11 +18,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("plan", help="plan file written by `dnnpart plan -o` (any plan file with --graph)")
     p.add_argument(
         "--format",
-        choices=("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text"),
+        choices=("torch", "placement", "pipelining", "deepspeed", "megatron", "torchtitan",
+                 "placement-text"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining; deepspeed: PipelineModule parts; "
-        "megatron: --pipeline-model-parallel-layout (layer-granular plans); placement-text: "
+        "pipelining: split points for torch.distributed.pipelining; deepspeed: a folder with a "
+        "PipelineModule (one LayerSpec per stage) and ds_config.json; megatron: "
+        "--pipeline-model-parallel-layout; torchtitan: a folder with its pipeline settings "
+        "(block-aligned plans); placement-text: "
         "`name device` lines for every node (PARDNN's output)",
     )
     p.add_argument("--graph", metavar="GRAPH",
@@ -35,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "-o",
         metavar="PATH",
         required=True,
-        help="output file (placement, pipelining) or directory (torch)",
+        help="output file (placement, pipelining, megatron) or directory (torch, deepspeed, torchtitan)",
     )
     add_trust_args(p)
     p.add_argument("--json", action="store_true")
@@ -58,4 +61,6 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
         stages = written.details.get("stages")
         out.print(f"exported {written.format} to {written.out}"
                   + (f" ({stages} stages)" if stages is not None else ""))
+        for line in written.details.get("launch", ()):
+            out.print(f"  {line}")
     return EXIT_OK

@@ -1,163 +1,325 @@
-"""Layer-granular exports: DeepSpeed ``PipelineModule`` ``parts`` and Megatron's pipeline layout.
+"""Layer units of a model and the stage of each under a plan (DeepSpeed, Megatron, torchtitan).
 
-Both runtimes place whole *layers* of a layer-list model: an embedding, ``n`` repeated blocks
-and a head. The blocks are the children of the model's repeated container (the first module
-path component followed by an index and called once per index: ``transformer.h.3``,
-``encoder.layer.0``, ``layers.11``); the embedding is every operator before the first block,
-the head every operator after the last.
+Layer-list runtimes place whole *layers*: an embedding, the repeated blocks and a head. The
+units come from the operators' module paths by the same rule as block-granular planning
+(:func:`dnnpart.graph.blocks.block_keys`, :func:`~dnnpart.graph.blocks.unit_runs`), so a
+block-aligned plan never splits one:
 
-* DeepSpeed: ``PipelineModule`` gives stage ``s`` the layers ``layers[parts[s]:parts[s + 1]]``
-  of its layer list (``parts`` has one entry more than stages, starts at 0, ends at the
-  number of layers). Our layer list is ``[embedding, block 0, ..., block n-1, head]``.
+* ``embedding``: the operators before the first block;
+* one unit per block, named by its key (``transformer.h.3``, ``model.layers.0``);
+* ``head``: the operators after the last block;
+* a run of non-block operators between two different blocks is a unit of its own, named by
+  its modules' common path (an encoder-decoder's decoder embedding, ``model.decoder``).
+
+Non-block operators that run *inside* a block's span (helper calls, attention-mask
+construction with no module of its own) are *free*: listed with the embedding when inside the
+first block's span, else with that block, but never checked, since a block-aligned plan may
+put them with either neighbour and every runtime builds them where its own code does.
+
+* DeepSpeed: ``PipelineModule`` gives stage ``s`` the layers ``layers[parts[s]:parts[s + 1]]``;
+  over the layer list ``[embedding, blocks..., head]`` this is :func:`deepspeed_parts`.
 * Megatron (``--pipeline-model-parallel-layout``): stages separated by ``|``; ``E`` the
-  embedding, ``t`` a decoder layer, ``L`` the loss (with the output layer and final norm);
-  empty stages allowed. The embedding must be in the first stage and ``L`` in the last.
+  embedding, ``t`` a decoder layer, ``L`` the loss (with the output layer and final norm).
 
-A plan that splits a block between stages, or places layers out of stage order, is refused
-naming the block.
+A plan that splits a unit between devices, or goes back to an earlier stage, is refused
+naming the unit (:func:`unit_stages`).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from dnnpart.errors import FormatError
 from dnnpart.frontends.ir import ModelIR
+from dnnpart.graph.blocks import block_keys, unit_runs
+from dnnpart.graph.core import Graph
 
-_BLOCK = re.compile(r"^(.*?)\.(\d+)(?:\.|$)")
+EMBEDDING, HEAD = "embedding", "head"
+SPLIT_ADVICE = "plan with the default block granularity (--granularity block)"
 
 
-def layer_units(ir: ModelIR) -> tuple[str, list[tuple[str, list[str]]]]:
-    """The repeated container and ``[(unit name, operators)]``: embedding, blocks, head.
+@dataclass(frozen=True, slots=True)
+class LayerUnits:
+    """The units of a model in execution order.
 
-    Examples
-    --------
-    >>> from dnnpart.cost.ops import OpSpec
-    >>> from dnnpart.frontends.ir import OpRecord
-    >>> paths = ["wte", "h.0.attn", "h.0.mlp", "h.1.attn", "lm_head"]
-    >>> ops = [OpRecord(name=f"o{i}", source_type="x", spec=OpSpec(op_type="x"), module_path=p)
-    ...        for i, p in enumerate(paths)]
-    >>> container, units = layer_units(ModelIR(name="m", source="fx", ops=ops))
-    >>> container, [(u, len(o)) for u, o in units]
-    ('h', [('embedding', 1), ('h.0', 2), ('h.1', 1), ('head', 1)])
+    Attributes
+    ----------
+    names : unit names (``embedding``, block keys, ``head``, between-block runs).
+    ops : each unit's operator names, in model order.
+    kinds : ``"embedding"``, ``"block"``, ``"head"`` or ``"between"`` for each unit.
+    containers : for each block unit, its container path (``transformer.h``), else ``""``.
+    free : operators listed in a unit but not checked (non-block operators inside a block's
+        span).
     """
-    counts: dict[str, set[str]] = {}
-    for op in ir.ops:
-        m = _BLOCK.match(op.module_path.replace("/", "."))
-        if m:
-            counts.setdefault(m.group(1), set()).add(m.group(2))
-    if not counts:
-        raise FormatError(f"{ir.name}: no repeated layers (module paths like 'h.0', 'layers.3') to export")
-    container = max(counts, key=lambda c: len(counts[c]))
-    units: list[tuple[str, list[str]]] = [("embedding", [])]
-    seen_block = False
-    for op in ir.ops:
-        path = op.module_path.replace("/", ".")
-        m = _BLOCK.match(path)
-        if m and m.group(1) == container:
-            name = f"{container}.{m.group(2)}"
-            if units[-1][0] != name:
-                if any(u == name for u, _ in units):
-                    raise FormatError(f"block {name!r} is called twice; a layer list cannot express it")
-                units.append((name, []))
-            seen_block = True
-        elif seen_block and not units[-1][0] == "head":
-            units.append(("head", []))
-        units[-1][1].append(op.name)
-    if units[-1][0] != "head":
-        units.append(("head", []))
-    return container, units
+
+    names: tuple[str, ...]
+    ops: tuple[tuple[str, ...], ...]
+    kinds: tuple[str, ...]
+    containers: tuple[str, ...]
+    free: frozenset[str]
+
+    @property
+    def blocks(self) -> list[str]:
+        """Block unit names, in order."""
+        return [n for n, k in zip(self.names, self.kinds, strict=True) if k == "block"]
+
+    @property
+    def block_containers(self) -> list[str]:
+        """Distinct block containers in order of first use (two for an encoder-decoder)."""
+        return list(dict.fromkeys(c for c, k in zip(self.containers, self.kinds, strict=True)
+                                  if k == "block"))
 
 
-def unit_stages(ir: ModelIR, device_of: dict[str, int]) -> tuple[list[str], list[int], list[int]]:
-    """Unit names, the stage of each unit, and the devices in stage order.
+def layer_units(ir: ModelIR) -> LayerUnits:
+    """The layer units of ``ir`` (see the module docstring).
 
     Raises
     ------
     FormatError
-        A unit's operators are on several devices (naming it), or units go back to an
-        earlier stage.
-    """
-    _, units = layer_units(ir)
-    order: list[int] = []
-    names: list[str] = []
-    stage_of: list[int] = []
-    for name, ops in units:
-        devs = {device_of[o] for o in ops}
-        if len(devs) > 1:
-            raise FormatError(
-                f"layer {name!r} is split over devices {sorted(devs)}; DeepSpeed and Megatron place "
-                "whole layers (plan with --granularity module, or export --format torch)"
-            )
-        if not devs:  # an empty head or embedding goes with its neighbour
-            stage = len(order) - 1 if order else 0
-        else:
-            dev = devs.pop()
-            if dev not in order:
-                order.append(dev)
-            stage = order.index(dev)
-            if stage_of and stage < max(stage_of):
-                raise FormatError(
-                    f"layer {name!r} goes back to an earlier stage (device {dev}); not a pipeline"
-                )
-        names.append(name)
-        stage_of.append(max(stage, 0))
-    if stage_of and stage_of[0] != 0:
-        stage_of[0] = 0
-    return names, stage_of, order
-
-
-def deepspeed_dict(ir: ModelIR, device_of: dict[str, int], device_names: list[str]) -> dict[str, Any]:
-    """``parts`` for ``deepspeed.pipe.PipelineModule`` over ``[embedding, blocks..., head]``."""
-    names, stage_of, order = unit_stages(ir, device_of)
-    n_stages = max(len(order), 1)
-    parts = [0] + [sum(1 for s in stage_of if s <= k) for k in range(n_stages)]
-    return {
-        "format": "dnnpart.deepspeed",
-        "version": 1,
-        "model": ir.name,
-        "layers": names,
-        "num_stages": n_stages,
-        "parts": parts,
-        "stage_devices": [device_names[d] for d in order],
-        "usage": "PipelineModule(layers=[embedding, *blocks, head], num_stages=num_stages); stage s "
-        "holds layers[parts[s]:parts[s+1]] (set module.parts or a partition method giving these)",
-    }
-
-
-def megatron_layout(ir: ModelIR, device_of: dict[str, int]) -> str:
-    """``--pipeline-model-parallel-layout`` string of a layer-granular plan.
+        The model has no repeated blocks, or calls a block twice (a layer list cannot
+        express it).
 
     Examples
     --------
     >>> from dnnpart.cost.ops import OpSpec
     >>> from dnnpart.frontends.ir import OpRecord
-    >>> paths = ["wte", "h.0.attn", "h.1.attn", "h.2.attn", "lm_head"]
+    >>> paths = ["wte", "h.0.attn", "", "h.0.mlp", "h.1.attn", "h.1.mlp", "lm_head"]
     >>> ops = [OpRecord(name=f"o{i}", source_type="x", spec=OpSpec(op_type="x"), module_path=p)
     ...        for i, p in enumerate(paths)]
-    >>> placed = {"o0": 0, "o1": 0, "o2": 1, "o3": 1, "o4": 1}
-    >>> megatron_layout(ModelIR(name="m", source="fx", ops=ops), placed)
+    >>> u = layer_units(ModelIR(name="m", source="fx", ops=ops))
+    >>> [(n, len(o)) for n, o in zip(u.names, u.ops)], sorted(u.free)
+    ([('embedding', 2), ('h.0', 2), ('h.1', 2), ('head', 1)], ['o2'])
+    """
+    return units_of([op.name for op in ir.ops], [op.module_path for op in ir.ops], ir.name)
+
+
+def graph_units(graph: Graph, name: str = "model") -> LayerUnits:
+    """The layer units of a planned graph's forward nodes, from its own module paths.
+
+    A graph's node order is a topological order, not the model's execution order (an
+    attention mask built once is interleaved with the first block's nodes), so units are read
+    from dependencies rather than runs: a block is every node under its key, blocks ordered by
+    their last node (a block's output follows its predecessor's); the ``embedding`` is every
+    non-block node with no block before it that feeds the first block (token and position
+    embeddings, masks); the ``head`` every non-block node after the last block. Other
+    non-block nodes (an encoder-decoder's decoder embedding, a helper between blocks) and
+    nodes without forward predecessors (parameters, inputs, constants: a tied weight feeds
+    several stages) are free. Backward nodes follow their forward partners and are not listed.
+    """
+    back = np.asarray(graph.is_backward, dtype=bool)
+    n = graph.n_nodes
+    paths = list(graph.module_paths) if graph.module_paths is not None else [""] * n
+    fwd = [v for v in range(n) if not back[v]]
+    keys = dict(zip(fwd, block_keys([paths[v].replace("/", ".") for v in fwd]), strict=True))
+    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
+    preds = {v: [int(u) for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]] if not back[u]] for v in fwd}
+    source = {v for v in fwd if not preds[v]}
+    last: dict[str, int] = {}
+    for v in fwd:
+        if keys[v] and v not in source:
+            last[keys[v]] = v
+    if not last:
+        raise FormatError(
+            f"{name}: no repeated blocks (module paths like 'h.0', 'layers.3'); a layer-list "
+            "runtime (DeepSpeed, Megatron, torchtitan) needs a model built of numbered blocks")
+    blocks = sorted(last, key=last.__getitem__)
+    after_block = np.zeros(n, bool)  # a block node is among its ancestors (or it is one)
+    after_last = np.zeros(n, bool)  # the last block is among its ancestors (or it is in it)
+    for v in fwd:
+        after_block[v] = (bool(keys[v]) and v not in source) or any(after_block[u] for u in preds[v])
+        after_last[v] = keys[v] == blocks[-1] or any(after_last[u] for u in preds[v])
+    feeds_first = np.zeros(n, bool)
+    for v in reversed(fwd):
+        if keys[v] == blocks[0] and v not in source:
+            feeds_first[v] = True
+        if feeds_first[v]:
+            for u in preds[v]:
+                feeds_first[u] = True
+    members: dict[str, list[str]] = {k: [] for k in [EMBEDDING, *blocks, HEAD]}
+    free = [graph.names[v] for v in source]
+    for v in fwd:
+        if v in source:
+            continue
+        if keys[v]:
+            members[keys[v]].append(graph.names[v])
+        elif not after_block[v] and feeds_first[v]:
+            members[EMBEDDING].append(graph.names[v])
+        elif after_last[v]:
+            members[HEAD].append(graph.names[v])
+        else:
+            free.append(graph.names[v])
+    names = [EMBEDDING, *blocks, HEAD]
+    kinds = [EMBEDDING, *["block"] * len(blocks), HEAD]
+    return LayerUnits(
+        names=tuple(names), ops=tuple(tuple(members[k]) for k in names), kinds=tuple(kinds),
+        containers=tuple(_container(k) if kind == "block" else ""
+                         for k, kind in zip(names, kinds, strict=True)),
+        free=frozenset(free))
+
+
+def graph_devices(graph: Graph, assignment: Any) -> dict[str, int]:
+    """Device of every forward node of ``graph`` by name."""
+    return {graph.names[v]: int(assignment[v]) for v in range(graph.n_nodes) if not graph.is_backward[v]}
+
+
+def units_of(op_names: Sequence[str], module_paths: Sequence[str], model: str) -> LayerUnits:
+    """The layer units of operators ``op_names`` (execution order) with their module paths."""
+    paths = [p.replace("/", ".") for p in module_paths]
+    keys = block_keys(paths)
+    if not any(keys):
+        raise FormatError(
+            f"{model}: no repeated blocks (module paths like 'h.0', 'layers.3'); a layer-list "
+            "runtime (DeepSpeed, Megatron, torchtitan) needs a model built of numbered blocks")
+    runs = unit_runs(keys).tolist()
+    members: dict[int, list[int]] = {}
+    for i, r in enumerate(runs):
+        members.setdefault(r, []).append(i)
+    names: list[str] = []
+    kinds: list[str] = []
+    ops: list[list[str]] = []
+    free: set[str] = set()
+    n_runs = len(members)
+    for r, idx in sorted(members.items()):
+        key = next((keys[i] for i in idx if keys[i]), "")
+        if key:
+            if key in names:
+                raise FormatError(
+                    f"{model}: block {key!r} is called twice; a layer list cannot express it")
+            name, kind = key, "block"
+            free.update(op_names[i] for i in idx if not keys[i])
+        elif r == 0:
+            name, kind = EMBEDDING, EMBEDDING
+        elif r == n_runs - 1:
+            name, kind = HEAD, HEAD
+        else:
+            name, kind = _common_path([paths[i] for i in idx]), "between"
+        names.append(name)
+        kinds.append(kind)
+        ops.append([op_names[i] for i in idx])
+    if kinds[0] == EMBEDDING and kinds[1] == "block":  # free operators of the first block's span
+        ops[0] += [o for o in ops[1] if o in free]
+        ops[1] = [o for o in ops[1] if o not in free]
+    if kinds[-1] != HEAD:
+        names.append(HEAD)
+        kinds.append(HEAD)
+        ops.append([])
+    return LayerUnits(
+        names=tuple(names), ops=tuple(tuple(o) for o in ops), kinds=tuple(kinds),
+        containers=tuple(_container(n) if k == "block" else "" for n, k in zip(names, kinds, strict=True)),
+        free=frozenset(free))
+
+
+def _container(block: str) -> str:
+    return block.rsplit(".", 1)[0] if "." in block else ""
+
+
+def _common_path(paths: list[str]) -> str:
+    split = [p.split(".") for p in paths if p]
+    if not split:
+        return "(top)"
+    k = 0
+    while all(len(s) > k and s[k] == split[0][k] for s in split):
+        k += 1
+    return ".".join(split[0][:k]) or split[0][0]
+
+
+@dataclass(frozen=True, slots=True)
+class UnitStages:
+    """Where each unit runs under a plan.
+
+    Attributes
+    ----------
+    units : the model's :class:`LayerUnits`.
+    stage_of : the pipeline stage of each unit.
+    devices : the plan's device of each stage, in stage order.
+    """
+
+    units: LayerUnits
+    stage_of: tuple[int, ...]
+    devices: tuple[int, ...]
+
+    @property
+    def n_stages(self) -> int:
+        return len(self.devices)
+
+    def stage_units(self, stage: int) -> list[str]:
+        """Names of the units of ``stage``."""
+        return [n for n, s in zip(self.units.names, self.stage_of, strict=True) if s == stage]
+
+
+def unit_stages(units: LayerUnits, device_of: Mapping[str, int]) -> UnitStages:
+    """The stage of every unit of ``units`` under the placement ``device_of`` (operator ->
+    device; :func:`layer_units` of a model's operators or :func:`graph_units` of a planned
+    graph).
+
+    Stages are numbered in model order: the embedding's device runs stage 0.
+
+    Raises
+    ------
+    FormatError
+        A unit's operators are on several devices (naming it), units go back to an earlier
+        stage, or a device runs only free operators.
+    """
+    order: list[int] = []
+    stage_of: list[int] = []
+    for name, ops in zip(units.names, units.ops, strict=True):
+        devs = {device_of[o] for o in ops if o not in units.free}
+        if len(devs) > 1:
+            raise FormatError(
+                f"layer {name!r} is split over devices {sorted(devs)}; layer-list runtimes place "
+                f"whole layers: {SPLIT_ADVICE}")
+        if not devs:  # an empty head (or a unit of free operators only) joins the stage before
+            stage_of.append(max(len(order) - 1, 0))
+            continue
+        dev = devs.pop()
+        if dev not in order:
+            order.append(dev)
+        stage = order.index(dev)
+        if stage_of and stage < max(stage_of):
+            raise FormatError(
+                f"layer {name!r} goes back to an earlier stage (device {dev}); not a pipeline: "
+                f"{SPLIT_ADVICE}")
+        stage_of.append(stage)
+    stray = sorted({device_of[o] for o in units.free if o in device_of} - set(order))
+    if stray:
+        op = next(o for o in sorted(units.free) if device_of.get(o) == stray[0])
+        raise FormatError(
+            f"device {stray[0]} runs only operators outside every layer (e.g. {op!r}); a "
+            f"layer-list runtime has no stage for them: {SPLIT_ADVICE}")
+    return UnitStages(units=units, stage_of=tuple(stage_of), devices=tuple(order or [0]))
+
+
+def deepspeed_parts(stages: UnitStages) -> list[int]:
+    """``PipelineModule.parts`` over the layer list ``[embedding, blocks..., head]``.
+
+    Examples
+    --------
+    >>> u = LayerUnits(names=("embedding", "h.0", "h.1", "head"), ops=((),) * 4,
+    ...                kinds=("embedding", "block", "block", "head"), containers=("", "h", "h", ""),
+    ...                free=frozenset())
+    >>> deepspeed_parts(UnitStages(units=u, stage_of=(0, 0, 1, 1), devices=(2, 0)))
+    [0, 2, 4]
+    """
+    return [0] + [sum(1 for s in stages.stage_of if s <= k) for k in range(stages.n_stages)]
+
+
+def megatron_layout(stages: UnitStages) -> str:
+    """``--pipeline-model-parallel-layout`` of a decoder-only model's stages.
+
+    Examples
+    --------
+    >>> u = LayerUnits(names=("embedding", "h.0", "h.1", "h.2", "head"), ops=((),) * 5,
+    ...                kinds=("embedding", "block", "block", "block", "head"),
+    ...                containers=("", "h", "h", "h", ""), free=frozenset())
+    >>> megatron_layout(UnitStages(units=u, stage_of=(0, 0, 1, 1, 1), devices=(0, 1)))
     'Et|ttL'
     """
-    names, stage_of, order = unit_stages(ir, device_of)
-    stages = [""] * max(len(order), 1)
-    for name, s in zip(names, stage_of, strict=True):
-        stages[s] += "E" if name == "embedding" else "L" if name == "head" else "t"
-    return "|".join(stages)
-
-
-def megatron_dict(ir: ModelIR, device_of: dict[str, int], device_names: list[str]) -> dict[str, Any]:
-    """File content: the layout string and the pipeline size it goes with."""
-    _, _, order = unit_stages(ir, device_of)
-    layout = megatron_layout(ir, device_of)
-    return {
-        "format": "dnnpart.megatron",
-        "version": 1,
-        "model": ir.name,
-        "pipeline_model_parallel_size": layout.count("|") + 1,
-        "pipeline_model_parallel_layout": layout,
-        "stage_devices": [device_names[d] for d in order],
-        "usage": f'--pipeline-model-parallel-size {layout.count("|") + 1} '
-        f'--pipeline-model-parallel-layout "{layout}"',
-    }
+    letters = {EMBEDDING: "E", HEAD: "L", "block": "t", "between": ""}
+    out = [""] * stages.n_stages
+    for kind, s in zip(stages.units.kinds, stages.stage_of, strict=True):
+        out[s] += letters[kind]
+    return "|".join(out)

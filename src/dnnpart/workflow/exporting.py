@@ -9,8 +9,9 @@ Formats (:data:`EXPORT_FORMATS`):
 * ``torch``: a folder with one saved ``torch.fx`` module per stage and ``stages.json``
   (:mod:`dnnpart.export.stage_files`);
 * ``pipelining``: split points for ``torch.distributed.pipelining``;
-* ``deepspeed``: ``PipelineModule`` ``parts``; ``megatron``: ``--pipeline-model-parallel-layout``
-  (layer-granular plans; :mod:`dnnpart.export.layers`).
+* ``deepspeed`` (a folder: ``PipelineModule``, ``ds_config.json``), ``megatron``
+  (``--pipeline-model-parallel-layout``), ``torchtitan`` (a folder: its pipeline overrides):
+  :mod:`dnnpart.workflow.runtime_exports`; each says which device runs which rank.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from dnnpart.workflow.planned import PlannedModel
 if TYPE_CHECKING:
     from dnnpart.frontends.ir import ModelIR
 
-EXPORT_FORMATS = ("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text")
+EXPORT_FORMATS = ("torch", "placement", "pipelining", "deepspeed", "megatron", "torchtitan",
+                  "placement-text")
+#: Formats for layer-list runtimes (:mod:`dnnpart.workflow.runtime_exports`).
+LAYER_FORMATS = ("deepspeed", "megatron", "torchtitan")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +45,9 @@ class ExportResult:
     ----------
     format : the format; ``out``: the file or folder written.
     details : what the format adds: ``stages`` (torch), ``split_spec`` (pipelining), ``parts``
-        (deepspeed), ``layout`` (megatron), ``nodes`` (placement-text).
+        (deepspeed), ``layout`` (megatron), ``module_fqns_per_model_part`` (torchtitan),
+        ``launch`` (the layer formats: stage -> rank -> device lines), ``nodes``
+        (placement-text).
     """
 
     format: str
@@ -71,7 +77,7 @@ def export_plan(
     plan : a :class:`PlannedModel` or a plan file (``dnnpart plan -o``; for ``placement-text``
         any plan file).
     format : one of :data:`EXPORT_FORMATS`.
-    out : the output file (a folder for ``torch``).
+    out : the output file (a folder for ``torch``, ``deepspeed`` and ``torchtitan``).
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
     graph, cluster : ``placement-text`` only: the plan's graph (a file or ``zoo:NAME``) for a
         plan file that does not name it, and its cluster (default: the plan file's).
@@ -115,14 +121,10 @@ def _write(planned: PlannedModel, format: str, target: Path, where: str) -> Expo
     details: dict[str, Any] = {}
     if format == "placement":
         write_json_atomic(placement_dict(planned.problem, imported, plan), target)
-    elif format in ("deepspeed", "megatron"):
-        from dnnpart.export.layers import deepspeed_dict, megatron_dict
+    elif format in LAYER_FORMATS:
+        from dnnpart.workflow.runtime_exports import write_layer_export
 
-        layer_export = deepspeed_dict if format == "deepspeed" else megatron_dict
-        data = layer_export(imported.ir, planned_operator_devices(imported.ir, run.device_of), names)
-        write_json_atomic(data, target)
-        details["parts" if format == "deepspeed" else "layout"] = data.get(
-            "parts", data.get("pipeline_model_parallel_layout"))
+        details.update(write_layer_export(planned, format, target, where))
     elif format == "pipelining":
         data = pipelining_dict(imported.ir, planned_operator_devices(imported.ir, run.device_of),
                                names)
