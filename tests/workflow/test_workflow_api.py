@@ -74,12 +74,19 @@ def test_an_objective_given_by_kind_takes_the_schedule() -> None:
     assert planned.model_block is not None and planned.model_block["microbatches"] == 6
 
 
-def test_a_schedule_asks_for_the_pipeline_method_and_says_so() -> None:
+def test_a_schedule_asks_for_stages_of_whole_blocks_and_says_so() -> None:
     told: list[str] = []
     planned = plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, schedule="gpipe",
                          notify=told.append)
+    assert planned.result is not None and planned.result.method == "block-pipeline"
+    assert planned.problem.objective.kind == "stages"
+    assert told == list(planned.notes) and told[0].startswith("objective: stages")
+    # paper 1's throughput with a schedule keeps the op-level `pipeline` method
+    told.clear()
+    planned = plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, schedule="gpipe",
+                         objective="throughput", notify=told.append)
     assert planned.result is not None and planned.result.method == "pipeline"
-    assert told == list(planned.notes) and told[0].startswith("method: pipeline")
+    assert told[0].startswith("method: pipeline")
 
 
 def test_dpl_stands_in_for_a_refusing_dp_unless_dp_options_were_set() -> None:

@@ -57,6 +57,10 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow.methods import choose_method
 
     objective = objective_from_args(args)
+    if args.objective is None and objective.kind == "stages" and args.method is None:
+        from dnnpart.workflow.methods import stages_note
+
+        out.note(stages_note(objective.schedule, objective.microbatches))
     method = choose_method(objective.kind, method=args.method, schedule=args.schedule,
                            options=args.options).name
     get_method(method)  # fail fast on an unknown method

@@ -38,7 +38,6 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.plan import Status
     from dnnpart.solvers import get_method, solve
     from dnnpart.workflow import load_problem, write_solved_plan
-
     from dnnpart.workflow.methods import DEFAULT_METHODS
 
     objective = objective_from_args(args)

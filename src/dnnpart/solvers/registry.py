@@ -197,7 +197,7 @@ def get_method(name: str) -> MethodInfo:
     >>> get_method("nope")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    dnnpart.errors.UsageError: unknown method 'nope'; choose one of ['brute-force', ...]
+    dnnpart.errors.UsageError: unknown method 'nope'; choose one of ['block-pipeline', ...]
     """
     if name not in _METHODS and name in BUILT_IN:
         _load(BUILT_IN[name])

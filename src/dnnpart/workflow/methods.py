@@ -74,3 +74,16 @@ def fallback_note(reason: str) -> str:
     return (f"method: {FALLBACK_METHOD} (the default dp refused this graph: {reason}; "
             f"{FALLBACK_METHOD} splits along a linearization, no optimality guarantee; "
             "-m NAME picks another method)")
+
+
+def stages_note(schedule: str, microbatches: int) -> str:
+    """What is said when a schedule (or ``--granularity block``) made the objective ``stages``.
+
+    Examples
+    --------
+    >>> stages_note("1f1b", 4).split("(")[0]
+    'objective: stages '
+    """
+    return (f"objective: stages (whole blocks in pipeline stages, {schedule}, {microbatches} "
+            "micro-batches, activations in memory), method block-pipeline; --objective "
+            "throughput for paper 1's op-level placement")

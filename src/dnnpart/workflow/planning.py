@@ -18,7 +18,7 @@ from dnnpart.errors import DnnpartError, ProblemTooLargeError, UsageError
 from dnnpart.plan import SolveResult
 from dnnpart.problem import STAGES, Objective, Problem
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, Notify, import_model, priced_cluster
-from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_note
+from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_note, stages_note
 from dnnpart.workflow.phases import ProgressFactory, phase
 from dnnpart.workflow.planned import PlannedModel, model_block
 from dnnpart.workflow.text import one_line
@@ -117,6 +117,8 @@ def plan_model(
         if notify is not None:
             notify(message)
 
+    if objective is None and obj.kind == STAGES and method is None:
+        say(stages_note(obj.schedule, obj.microbatches))
     if choice.note:
         say(choice.note)
     solvers.get_method(choice.name).check_options(options)  # fail before any work
