@@ -29,7 +29,6 @@ torch = pytest.importorskip("torch", reason="needs torch")
 pytest.importorskip("transformers", reason="needs transformers (hf: specs)")
 
 from dnnpart.cli.main import main  # noqa: E402
-from dnnpart.frontends.ir import layer_key  # noqa: E402
 from dnnpart.workflow import load_planned_model, plan_model  # noqa: E402
 from dnnpart.workflow.exporting import export_plan  # noqa: E402
 
@@ -38,30 +37,16 @@ LLAMA = "hf:llama:num_hidden_layers=2,hidden_size=32,num_attention_heads=2,inter
 
 
 def _block_aligned(planned: Any, path: Path, block_stage: dict[int, int], devices: list[int]) -> Path:
-    """Write ``planned`` with block ``k`` on stage ``block_stage[k]`` (device ``devices[s]``)."""
+    """Write ``planned`` with block ``k`` on stage ``block_stage[k]`` (device ``devices[s]``),
+    the prologue on the first stage and the epilogue on the last (the units block-granular
+    planning cuts between: :func:`dnnpart.graph.blocks.node_units`)."""
+    from dnnpart.graph.blocks import node_units
+
     g = planned.problem.graph
-    back = np.asarray(g.is_backward, bool)
-    keys = [layer_key(p) for p in g.module_paths]
-    blocks = sorted({k for k in keys if k and k.split(".")[-1].isdigit()},
-                    key=lambda k: int(k.split(".")[-1]))
-    stage = np.full(g.n_nodes, -1)
-    seen_block = np.zeros(g.n_nodes, bool)
-    for v in range(g.n_nodes):  # topological order
-        preds = [int(u) for u in g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]] if not back[u]]
-        if back[v] or not preds:
-            continue
-        seen_block[v] = keys[v] in blocks or any(seen_block[u] for u in preds)
-        if keys[v] in blocks:
-            stage[v] = block_stage[blocks.index(keys[v])]
-        else:
-            stage[v] = len(devices) - 1 if seen_block[v] else 0
-    for v in range(g.n_nodes):  # backward nodes with their forward partners
-        if back[v] and g.forward_of[v] >= 0:
-            stage[v] = stage[g.forward_of[v]]
-    for v in reversed(range(g.n_nodes)):  # parameters, constants: with a consumer
-        if stage[v] < 0:
-            succ = [int(w) for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]] if stage[w] >= 0]
-            stage[v] = min(stage[w] for w in succ) if succ else 0
+    units = node_units(g)
+    unit_stage = [0 if n == "prologue" else len(devices) - 1 if n == "epilogue"
+                  else block_stage[int(n.split(".")[-1])] for n in units.names]
+    stage = np.asarray(unit_stage)[units.unit]
     planned.write(path)
     data = json.loads(path.read_text())
     for entry in data["devices"]:

@@ -2,8 +2,9 @@
 
 Layer-list runtimes place whole *layers*: an embedding, the repeated blocks and a head. The
 units come from the operators' module paths by the same rule as block-granular planning
-(:func:`dnnpart.graph.blocks.block_keys`, :func:`~dnnpart.graph.blocks.unit_runs`), so a
-block-aligned plan never splits one:
+(:func:`dnnpart.graph.blocks.node_units` for a planned graph; for a model's operators in
+execution order, :func:`~dnnpart.graph.blocks.block_keys` in runs), so a block-aligned plan
+never splits one:
 
 * ``embedding``: the operators before the first block;
 * one unit per block, named by its key (``transformer.h.3``, ``model.layers.0``);
@@ -35,7 +36,7 @@ import numpy as np
 
 from dnnpart.errors import FormatError
 from dnnpart.frontends.ir import ModelIR
-from dnnpart.graph.blocks import block_keys, unit_runs
+from dnnpart.graph.blocks import block_keys, node_units, unit_runs
 from dnnpart.graph.core import Graph
 
 EMBEDDING, HEAD = "embedding", "head"
@@ -98,67 +99,36 @@ def layer_units(ir: ModelIR) -> LayerUnits:
 
 
 def graph_units(graph: Graph, name: str = "model") -> LayerUnits:
-    """The layer units of a planned graph's forward nodes, from its own module paths.
+    """The layer units of a planned graph: its block units
+    (:func:`dnnpart.graph.blocks.node_units`, the units block-granular planning cuts between),
+    the prologue as the ``embedding`` and the epilogue as the ``head``; each unit lists its
+    forward nodes (backward nodes follow them and are not listed).
 
-    A graph's node order is a topological order, not the model's execution order (an
-    attention mask built once is interleaved with the first block's nodes), so units are read
-    from dependencies rather than runs: a block is every node under its key, blocks ordered by
-    their last node (a block's output follows its predecessor's); the ``embedding`` is every
-    non-block node with no block before it that feeds the first block (token and position
-    embeddings, masks); the ``head`` every non-block node after the last block. Other
-    non-block nodes (an encoder-decoder's decoder embedding, a helper between blocks) and
-    nodes without forward predecessors (parameters, inputs, constants: a tied weight feeds
-    several stages) are free. Backward nodes follow their forward partners and are not listed.
+    Raises
+    ------
+    FormatError
+        The graph has no numbered blocks.
     """
-    back = np.asarray(graph.is_backward, dtype=bool)
-    n = graph.n_nodes
-    paths = list(graph.module_paths) if graph.module_paths is not None else [""] * n
-    fwd = [v for v in range(n) if not back[v]]
-    keys = dict(zip(fwd, block_keys([paths[v].replace("/", ".") for v in fwd]), strict=True))
-    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
-    preds = {v: [int(u) for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]] if not back[u]] for v in fwd}
-    source = {v for v in fwd if not preds[v]}
-    last: dict[str, int] = {}
-    for v in fwd:
-        if keys[v] and v not in source:
-            last[keys[v]] = v
-    if not last:
+    units = node_units(graph)
+    inner = [n for n in units.names if n not in ("prologue", "epilogue")]
+    if not inner or graph.module_paths is None or not any(graph.module_paths):
         raise FormatError(
             f"{name}: no repeated blocks (module paths like 'h.0', 'layers.3'); a layer-list "
             "runtime (DeepSpeed, Megatron, torchtitan) needs a model built of numbered blocks")
-    blocks = sorted(last, key=last.__getitem__)
-    after_block = np.zeros(n, bool)  # a block node is among its ancestors (or it is one)
-    after_last = np.zeros(n, bool)  # the last block is among its ancestors (or it is in it)
-    for v in fwd:
-        after_block[v] = (bool(keys[v]) and v not in source) or any(after_block[u] for u in preds[v])
-        after_last[v] = keys[v] == blocks[-1] or any(after_last[u] for u in preds[v])
-    feeds_first = np.zeros(n, bool)
-    for v in reversed(fwd):
-        if keys[v] == blocks[0] and v not in source:
-            feeds_first[v] = True
-        if feeds_first[v]:
-            for u in preds[v]:
-                feeds_first[u] = True
-    members: dict[str, list[str]] = {k: [] for k in [EMBEDDING, *blocks, HEAD]}
-    free = [graph.names[v] for v in source]
-    for v in fwd:
-        if v in source:
-            continue
-        if keys[v]:
-            members[keys[v]].append(graph.names[v])
-        elif not after_block[v] and feeds_first[v]:
-            members[EMBEDDING].append(graph.names[v])
-        elif after_last[v]:
-            members[HEAD].append(graph.names[v])
-        else:
-            free.append(graph.names[v])
-    names = [EMBEDDING, *blocks, HEAD]
-    kinds = [EMBEDDING, *["block"] * len(blocks), HEAD]
+    fwd = ~np.asarray(graph.is_backward, dtype=bool)
+    members = [tuple(graph.names[v] for v in np.flatnonzero(fwd & (units.unit == u)).tolist())
+               for u in range(units.n_units)]
+    names = [EMBEDDING if n == "prologue" else HEAD if n == "epilogue" else n for n in units.names]
+    kinds = [n if n in (EMBEDDING, HEAD) else "block" for n in names]
+    if names[0] != EMBEDDING:
+        names, kinds, members = [EMBEDDING, *names], [EMBEDDING, *kinds], [(), *members]
+    if names[-1] != HEAD:
+        names, kinds, members = [*names, HEAD], [*kinds, HEAD], [*members, ()]
     return LayerUnits(
-        names=tuple(names), ops=tuple(tuple(members[k]) for k in names), kinds=tuple(kinds),
-        containers=tuple(_container(k) if kind == "block" else ""
+        names=tuple(names), ops=tuple(members), kinds=tuple(kinds),
+        containers=tuple(_container(k.split("..")[0]) if kind == "block" else ""
                          for k, kind in zip(names, kinds, strict=True)),
-        free=frozenset(free))
+        free=frozenset())
 
 
 def graph_devices(graph: Graph, assignment: Any) -> dict[str, int]:

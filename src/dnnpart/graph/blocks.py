@@ -47,7 +47,7 @@ from dnnpart.graph.scc import strong_components
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["BlockUnits", "block_keys", "node_units"]
+__all__ = ["BlockUnits", "block_keys", "node_units", "unit_runs"]
 
 
 def _parts(path: str) -> list[str]:
@@ -98,6 +98,36 @@ def block_keys(paths: Sequence[str]) -> list[str]:
             end = j
         keys.append(".".join(parts[: end + 1]))
     return keys
+
+
+def unit_runs(keys: Sequence[str]) -> IntArray:
+    """Unit id per operator of a list in *execution order* (a model's operators, not a
+    graph's topological order): a new unit where the block key changes, a run of ``""``
+    between two runs of one block joining that block.
+
+    Examples
+    --------
+    >>> unit_runs(["", "", "h.0", "", "h.0", "h.1", "", ""]).tolist()
+    [0, 0, 1, 1, 1, 2, 3, 3]
+    """
+    n = len(keys)
+    filled = list(keys)
+    i = 0
+    while i < n:
+        if filled[i] == "":
+            j = i
+            while j < n and filled[j] == "":
+                j += 1
+            if 0 < i and j < n and filled[i - 1] == filled[j]:
+                for k in range(i, j):
+                    filled[k] = filled[j]
+            i = j
+        else:
+            i += 1
+    out = np.zeros(n, np.int64)
+    for k in range(1, n):
+        out[k] = out[k - 1] + (filled[k] != filled[k - 1])
+    return out
 
 
 @dataclass(frozen=True, slots=True)
