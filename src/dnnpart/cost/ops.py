@@ -293,6 +293,7 @@ _SYNONYMS: dict[str, str] = {
     "_unsafe_view": "view",
     "as_strided": "view",
     "detach": "view",
+    "detach_": "view",
     "lift_fresh_copy": "contiguous",
     "clone": "contiguous",
     "copy": "contiguous",
