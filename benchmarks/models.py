@@ -39,7 +39,7 @@ T = 128  # tokens of the text models' default input
 #: name -> (spec, formula kind)
 SUITE = {
     "gpt2": ("hf:gpt2", "decoder"),
-    "bert": ("hf:bert", "encoder"),
+    "bert": ("hf:bert", "masked-lm"),
     "llama-8x1024": (
         "hf:llama:num_hidden_layers=8,hidden_size=1024,num_attention_heads=16,num_key_value_heads=16,"
         "intermediate_size=2816",
@@ -146,7 +146,7 @@ def formula_flops(kind: str, rec: dict[str, Any]) -> tuple[float, str]:
                 "2·N·T + 2·V·d·T + 4·(L_enc + 2·L_dec)·T²·d")
     layers = cfg.get("n_layer") or cfg.get("num_hidden_layers")
     attention = 4 * layers * T * T * d
-    if kind == "decoder":
+    if kind in ("decoder", "masked-lm"):  # the LM head's projection onto the (tied) vocabulary
         return 2 * n * T + 2 * vocab * d * T + attention, "2·N·T + 2·V·d·T + 4·L·T²·d"
     return 2 * n * T + attention, "2·N·T + 4·L·T²·d"
 

@@ -28,6 +28,7 @@ __all__ = [
     "add_problem_args",
     "add_trust_args",
     "input_shapes",
+    "model_inputs",
     "model_options",
     "objective_from_args",
     "parse_options",
@@ -99,6 +100,17 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
         "--input-dtype",
         choices=("float32", "float64", "int64", "int32"),
         help="model specs: dtype of the example inputs (default float32; int64 for text models)",
+    )
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        dest="inputs",
+        metavar="NAME=SHAPE[:DTYPE]",
+        help="model specs: one input by name with its shape and dtype, e.g. --input input_ids=1x16:int64 "
+        "--input decoder_input_ids=1x8:int64 (repeatable; hf: models: keyword arguments of the "
+        "model, replacing its default input of that name; dtype default: int64 for *_ids and masks, "
+        "else float32); not with --input-shape/--input-dtype",
     )
     p.add_argument(
         "--training",
@@ -250,6 +262,7 @@ def model_options(args: argparse.Namespace) -> Any:
     return ModelOptions(
         input_shapes=input_shapes(args),
         input_dtype=getattr(args, "input_dtype", None),
+        inputs=model_inputs(args),
         training=bool(getattr(args, "training", False)),
         optimizer=getattr(args, "optimizer", None),
         precision=getattr(args, "precision", "fp32"),
@@ -264,6 +277,24 @@ def input_shapes(args: argparse.Namespace) -> tuple[tuple[int, ...], ...]:
     from dnnpart.frontends.sources import parse_shape
 
     return tuple(parse_shape(s) for s in getattr(args, "input_shape", []) or [])
+
+
+def model_inputs(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The :class:`~dnnpart.frontends.sources.ModelInput` of each ``--input NAME=SHAPE[:DTYPE]``.
+
+    Examples
+    --------
+    >>> model_inputs(argparse.Namespace(inputs=["input_ids=1x16:int64"]))[0].shape
+    (1, 16)
+    """
+    from dnnpart.errors import UsageError
+    from dnnpart.frontends.sources import parse_input
+
+    given = tuple(parse_input(s) for s in getattr(args, "inputs", []) or [])
+    if given and (getattr(args, "input_shape", None) or getattr(args, "input_dtype", None)):
+        raise UsageError("--input: give the inputs either by name (--input NAME=SHAPE[:DTYPE]) or "
+                         "with --input-shape/--input-dtype, not both")
+    return given
 
 
 def parse_options(pairs: list[str], method: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dnnpart.cli.args import add_model_args, input_shapes
+from dnnpart.cli.args import add_model_args, input_shapes, model_inputs
 from dnnpart.cli.output import EXIT_OK, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, print_model_summary
@@ -39,7 +39,8 @@ def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
             optimizer=args.optimizer, precision=args.precision, input_shapes=input_shapes(args),
             input_dtype=args.input_dtype, frontend=args.frontend, config=args.config,
             granularity=args.granularity, profile=args.profile, repeats=args.repeats,
-            notify=out.note, progress=progress)
+            notify=out.note, progress=progress,
+            inputs=model_inputs(args))
         with phase(progress, f"writing {target}"):
             model.write_graph(target)
     summary = model.summary() | {"out": str(target)}

@@ -10,6 +10,7 @@ from dnnpart.cli.args import (
     add_model_args,
     add_objective_args,
     input_shapes,
+    model_inputs,
     objective_from_args,
     solve_options,
 )
@@ -77,7 +78,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
             input_shapes=input_shapes(args), input_dtype=args.input_dtype,
             frontend=args.frontend, config=args.config, granularity=args.granularity,
             profile=args.profile, repeats=args.repeats, notify=out.note, progress=progress,
-            **options)
+            inputs=model_inputs(args), **options)
         result = planned.result
         assert result is not None  # a fresh plan has its solver's result
         ev = planned.evaluation

@@ -9,6 +9,19 @@ functions (``"conv2d"``, ``"add"``) are mapped onto them by :func:`canonical_op`
 
 An operator type the model does not know costs its bytes moved only, and is reported as
 unknown (never silently zero): see :func:`operator_work`.
+
+**Mixture of experts.** A grouped matrix product (``aten._grouped_mm``,
+``F.grouped_mm``, and ``transformers``' ``grouped_mm_fallback`` that its MoE layers lower to
+under ``torch.export``) multiplies each row of its first operand, one row per (token, chosen
+expert) pair, by its expert's matrix: ``2 x rows x k x n`` FLOPs for a ``(rows, k)`` input
+and ``(experts, k, n)`` weights, ``k`` the first operand's last dimension. With top-``k``
+routing the rows are ``tokens x k``, so each token's FLOPs count the ``k`` experts it is routed
+to, not all of them (the routed fraction ``k / experts`` of the expert weights; the ``hf:``
+frontend states it in a note). A product whose operands are both 2-D and whose output is
+``(groups, m, n)`` (the weight gradient, grouped over the reduction) sums ``2 m n k`` over the
+groups' slices of ``k``, i.e. ``2 m n k`` in all. The fallback's backward op computes both
+gradients, two such products. Routing itself (``topk``, ``sort``) is priced at ``log2`` of
+the sorted length comparisons per element.
 """
 
 from __future__ import annotations
@@ -78,6 +91,7 @@ PER_ELEMENT_FLOPS: dict[str, float] = {
     "sigmoid_backward": 3,
     "gelu_backward": 12,
     "silu_backward": 6,
+    "softplus_backward": 5,
     "threshold_backward": 1,
     "embedding_backward": 1,
     "maxpool_backward": 1,
@@ -101,12 +115,16 @@ BYTES_ONLY_OPS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
 WEIGHTED_OPS = frozenset({"conv", "conv_transpose", "matmul", "linear", "conv_backward"})
 POOL_OPS = frozenset({"maxpool", "avgpool"})
 REDUCE_OPS = frozenset({"global_pool", "reduce", "mean", "sum"})
+#: Grouped (mixture-of-experts) matrix products and the fallback's fused backward (docstring).
+GROUPED_OPS = frozenset({"grouped_mm", "grouped_mm_backward"})
+#: Comparison sorts along the last dimension (routing's top-k): log2(length) per element.
+SORT_OPS = frozenset({"sort"})
 LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_loss"})
 
 #: Every canonical operator type the model prices.
 CANONICAL = (
     frozenset(PER_ELEMENT_FLOPS) | VIEW_OPS | COPY_OPS | META_OPS | WEIGHTED_OPS | POOL_OPS | REDUCE_OPS
-    | FILL_OPS | BYTES_ONLY_OPS | frozenset({"attention"})
+    | FILL_OPS | BYTES_ONLY_OPS | GROUPED_OPS | SORT_OPS | frozenset({"attention"})
 )
 
 # Spellings (lower-cased) of ONNX, torch.nn modules and torch functions -> canonical type.
@@ -275,6 +293,7 @@ _SYNONYMS: dict[str, str] = {
     "_unsafe_view": "view",
     "as_strided": "view",
     "detach": "view",
+    "detach_": "view",
     "lift_fresh_copy": "contiguous",
     "clone": "contiguous",
     "copy": "contiguous",
@@ -341,6 +360,23 @@ _SYNONYMS: dict[str, str] = {
     "avg_pool2d_backward": "avgpool_backward",
     "_adaptive_avg_pool2d_backward": "avgpool_backward",
     "convolution_backward": "conv_backward",
+    # mixture of experts: grouped products, routing
+    "_grouped_mm": "grouped_mm",
+    "grouped_mm_fallback": "grouped_mm",
+    "grouped_mm_fallback_backward": "grouped_mm_backward",
+    "topk": "sort",
+    "argsort": "sort",
+    "histc": "reduce",
+    "bincount": "reduce",
+    "floor_divide": "div",
+    "remainder": "div",
+    "fmod": "div",
+    "scatter": "gather",
+    "scatter_add": "gather",
+    "index_put_": "gather",
+    "index_add": "gather",
+    "repeat_interleave": "tile",
+    "split_with_sizes": "split",
 }
 
 
@@ -469,6 +505,11 @@ def operator_work(spec: OpSpec) -> Work:
         length, emb, src, ev = q[-2], q[-1], kk[-2], v[-1]
         flops = 2.0 * batch * length * src * (emb + ev) + 5.0 * batch * length * src
         return Work(flops, moved)
+    if op in GROUPED_OPS:
+        return _grouped_work(spec, moved)
+    if op in SORT_OPS:
+        length = spec.input_shapes[0][-1] if spec.input_shapes and spec.input_shapes[0] else 1
+        return Work(float(in_el[0] if in_el else 0) * max(1.0, math.log2(max(length, 1))), moved)
     if op in POOL_OPS:
         pool_kernel = spec.attrs.get("kernel")
         window = (
@@ -485,6 +526,27 @@ def operator_work(spec: OpSpec) -> Work:
             per_elem *= max(1, len(spec.input_shapes) - 1)
         return Work(per_elem * float(out0), moved)
     return Work(0.0, moved, known=False)
+
+
+def _grouped_work(spec: OpSpec, moved: float) -> Work:
+    """A grouped matrix product or the fallback's backward (module docstring).
+
+    The first activation input is the ``(rows, k)`` operand (the hidden states, or a gradient):
+    in the captured graphs the expert weights are the second operand.
+    """
+    if not spec.input_shapes or not spec.input_shapes[0] or not spec.output_shapes:
+        return Work(0.0, moved, known=False)
+    out = spec.output_shapes
+    if spec.op_type == "grouped_mm_backward":  # (grad_input (rows, k), grad_weight (experts, k, n))
+        if len(out) < 2 or not out[1]:
+            return Work(0.0, moved, known=False)
+        return Work(4.0 * numel(out[0]) * out[1][-1], moved)
+    k = int(spec.attrs.get("k", 0)) or spec.input_shapes[0][-1]
+    flops = 2.0 * numel(out[0]) * k
+    operands = [s for s in (*spec.input_shapes, *spec.weight_shapes) if len(s) > 1]
+    if len(out[0]) == 3 and operands and all(len(s) == 2 for s in operands):
+        flops /= max(1, out[0][0])  # 2-D x 2-D grouped over k: the groups split k
+    return Work(flops, moved)
 
 
 def aten_op_name(target: Any) -> str:

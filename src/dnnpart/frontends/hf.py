@@ -6,24 +6,37 @@ type ``transformers`` does not ship is refused). Overrides are ``KEY=VALUE`` pai
 are JSON (``hf:swin:embed_dim=192,depths=[2,2,18,2],num_heads=[6,12,24,48]``; a value that is
 not JSON is taken as a string), or a JSON file of overrides (``config_file``).
 
-Choices (documented in ``docs/models.md``):
+Choices (documented in ``docs/capture.md``):
 
-* **Which head.** Decoder-only language models (``gpt2``, ``llama``, and every model type
-  :data:`CAUSAL_LM` lists) get their LM head (``AutoModelForCausalLM``): the head is part of
-  the inference FLOPs formula of a decoder. Encoder-decoders (``t5``) get
-  ``AutoModelForSeq2SeqLM``; vision models (``resnet``, ``vit``, ``swin``, ...)
-  ``AutoModelForImageClassification``; everything else the bare ``AutoModel`` (an encoder
-  "without the head", as BERT's formula counts it).
-* **Default inputs per model type.** Text: one sequence of 128 tokens (``input_ids`` int64,
-  shape 1x128); vision: one image ``1 x num_channels x image_size x image_size`` from the
-  config (1x3x224x224 by default); encoder-decoders: encoder ``input_ids`` 1x128 and
-  ``decoder_input_ids`` 1x128. ``--input-shape`` replaces the shapes (one per input).
+* **Which head: the class users load, chosen from transformers' own tables.** The first of
+  :data:`HEADS` whose ``MODEL_FOR_..._MAPPING_NAMES`` lists the model type is built: seq2seq LM
+  (``t5``, ``bart``), speech seq2seq (``whisper``), masked LM (encoders: ``bert``,
+  ``deberta-v2``, ``roberta``), causal LM (decoders: ``gpt2``, ``llama``, ``mixtral``,
+  ``mamba``...), image classification (``vit``, ``swin``, ``resnet``, ``convnext``). The order
+  decides for types listed twice: an encoder-decoder is listed as a causal LM too (its decoder
+  alone), and an encoder as a causal LM (``BertLMHeadModel``, a decoder variant); seq2seq and
+  masked LM come first so they get the class their checkpoints ship. A type in none of them gets
+  the bare ``AutoModel`` and a note saying so. No model type is named in our code.
+* **Default inputs, by the model's input names** (:func:`default_inputs`): the class's
+  ``main_input_name``, plus ``decoder_input_ids`` for an encoder-decoder config. Token ids
+  (``*_ids``) are int64 ``1 x L`` with ``L`` = 128, or the config's position limit where it is
+  shorter (``max_target_positions`` for a decoder's ids); ``pixel_values`` float32
+  ``1 x num_channels x image_size x image_size`` (1x3x224x224 without those fields);
+  ``input_features`` (speech) float32 ``1 x num_mel_bins x 2 max_source_positions``, the frame
+  count a Whisper encoder requires after its two convolutions (stride 1 and 2); ``input_values``
+  (raw audio) float32 ``1 x 16000``. Inputs given by name (``--input name=shape:dtype``) replace
+  the default of that name or are added after the defaults; a name must be a tensor argument of
+  the class's ``forward`` (:func:`tensor_arguments`).
+* **Mixture of experts.** A config with ``num_experts_per_tok`` (top-k routing) and an expert
+  count (``num_local_experts``, ``num_experts`` or ``n_routed_experts``) gets a note stating the
+  routed fraction: the captured expert matmuls have one row per (token, chosen expert) pair, so
+  each token's FLOPs count ``k`` experts, not ``n`` (:mod:`dnnpart.cost.ops`, ``grouped_mm``).
 * **Aliases.** ``t5-small``, ``swin-tiny``, ``resnet-50``, ``vit-base``, ``bert-base`` and
   ``gpt2-small`` name the model type whose ``transformers`` defaults are that size; a
   hyphenated name that is not an alias is refused rather than guessed.
-* **Outputs.** The model runs with ``use_cache=False`` and ``return_dict=False`` and the
-  wrapper returns its first output (logits, or the last hidden state), so export and the
-  partitioned run compare one tensor.
+* **Outputs.** The model runs with ``use_cache`` off and ``return_dict=False``; the wrapper
+  passes its positional inputs as the named keyword arguments and returns the first output
+  (the logits), so export and the partitioned run compare one tensor.
 * **Meta device.** For planning the model is built on the meta device (no memory for weights);
   ``materialize=True`` (what ``dnnpart run`` uses) builds it on the CPU after
   ``torch.manual_seed(seed)``, the same weights in every process.
@@ -49,12 +62,17 @@ ALIASES = {
     "bert-base": "bert",
     "gpt2-small": "gpt2",
 }
-#: Model types built with their language-model head.
-CAUSAL_LM = frozenset(
-    {"gpt2", "llama", "mistral", "gpt_neox", "opt", "qwen2", "phi", "gemma", "falcon", "gptj", "bloom"}
+#: Heads in preference order: (transformers' ``modeling_auto`` table, the head, the Auto class).
+HEADS = (
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "seq2seq LM", "AutoModelForSeq2SeqLM"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "speech seq2seq", "AutoModelForSpeechSeq2Seq"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "masked LM", "AutoModelForMaskedLM"),
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "causal LM", "AutoModelForCausalLM"),
+    ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "image classification",
+     "AutoModelForImageClassification"),
 )
-SEQ2SEQ = frozenset({"t5", "mt5", "bart", "mbart", "pegasus", "marian"})
-VISION = frozenset({"resnet", "vit", "swin", "convnext", "deit", "beit", "regnet", "mobilenet_v2"})
+#: Config fields holding the expert count of a mixture-of-experts layer (the first one set).
+EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 TEXT_LENGTH = 128
 #: The wrapper's attribute holding the transformers model; stripped from module paths.
 INNER = "model"
@@ -130,6 +148,9 @@ def _split_top_level(text: str) -> list[str]:
 def build_config(parsed: HFSpec, spec: str) -> Any:
     """The ``transformers`` config (``use_cache`` off); unknown types and keys are refused."""
     transformers = require("transformers", extra="hf", caller=f"model {spec!r}")
+    # its log lines (special-token ids outside a small vocabulary...) would bypass our one-line
+    # messages; what the user must know is in our notes and errors
+    transformers.logging.set_verbosity_error()
     try:
         default = transformers.AutoConfig.for_model(parsed.model_type)
     except ValueError:
@@ -151,51 +172,74 @@ def build_config(parsed: HFSpec, spec: str) -> Any:
     return config
 
 
-def input_kind(model_type: str) -> str:
-    """``"seq2seq"``, ``"vision"`` or ``"text"``: which default inputs the model takes."""
-    if model_type in SEQ2SEQ:
-        return "seq2seq"
-    if model_type in VISION:
-        return "vision"
-    return "text"
+@dataclass(frozen=True, slots=True)
+class HFModel:
+    """A built ``hf:`` model, before its inputs are chosen.
+
+    Attributes
+    ----------
+    model : the ``transformers`` model (on the meta device unless materialised).
+    config : its config.
+    head : the head it was built with (``"causal LM"``...; ``""`` for the bare model).
+    notes : what the user is told: the class chosen, the routed fraction of a mixture of experts.
+    """
+
+    model: Any
+    config: Any
+    head: str
+    notes: tuple[str, ...]
+
+    @property
+    def class_name(self) -> str:
+        return type(self.model).__name__
 
 
-def default_input_shapes(model_type: str, config: Any) -> list[tuple[int, ...]]:
-    """The documented default inputs of a model type (see the module docstring).
+def choose_head(model_type: str) -> tuple[str, str] | None:
+    """``(head, Auto class name)`` of the first of :data:`HEADS` listing ``model_type``, or ``None``.
 
     Examples
     --------
-    >>> default_input_shapes("gpt2", None), default_input_shapes("t5", None)
-    ([(1, 128)], [(1, 128), (1, 128)])
+    >>> choose_head("mixtral"), choose_head("bert")
+    (('causal LM', 'AutoModelForCausalLM'), ('masked LM', 'AutoModelForMaskedLM'))
+    >>> choose_head("whisper"), choose_head("canine")
+    (('speech seq2seq', 'AutoModelForSpeechSeq2Seq'), None)
     """
-    kind = input_kind(model_type)
-    if kind == "vision":
-        size = getattr(config, "image_size", 224)
-        size = size[0] if isinstance(size, (list, tuple)) else size
-        return [(1, int(getattr(config, "num_channels", 3)), int(size), int(size))]
-    if kind == "seq2seq":
-        return [(1, TEXT_LENGTH), (1, TEXT_LENGTH)]
-    return [(1, TEXT_LENGTH)]
+    from transformers.models.auto import modeling_auto
+
+    for table, head, auto in HEADS:
+        if model_type in getattr(modeling_auto, table, {}):
+            return head, auto
+    return None
+
+
+def moe_note(config: Any) -> str | None:
+    """The routed fraction of a mixture-of-experts config (module docstring), or ``None``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> moe_note(SimpleNamespace(num_experts_per_tok=2, num_local_experts=8))  # doctest: +ELLIPSIS
+    'mixture of experts: each token is routed to 2 of 8 experts; ...'
+    """
+    k = getattr(config, "num_experts_per_tok", None)
+    n = next((getattr(config, f) for f in EXPERT_COUNT_FIELDS if getattr(config, f, None)), None)
+    if not isinstance(k, int) or not isinstance(n, int) or k <= 0 or n <= 0:
+        return None
+    return (f"mixture of experts: each token is routed to {k} of {n} experts; the expert matmuls "
+            f"are priced by FLOPs for {k} experts per token ({k}/{n} of the expert weights)")
 
 
 def build_hf_model(
     spec: str, *, config_file: str | Path | None = None, materialize: bool = False, seed: int = 0
-) -> tuple[Any, list[tuple[int, ...]], str]:
-    """Module (wrapped, see :func:`_wrapper_class`), default input shapes and input dtype."""
+) -> HFModel:
+    """Build the model of ``spec`` with its head (module docstring); not yet wrapped."""
     torch = require("torch", extra="torch", caller=f"model {spec!r}")
     transformers = require("transformers", extra="hf", caller=f"model {spec!r}")
     parsed = parse_hf_spec(spec, config_file)
     config = build_config(parsed, spec)
-    kind = input_kind(parsed.model_type)
-    if parsed.model_type in CAUSAL_LM:
-        auto = transformers.AutoModelForCausalLM
-    elif kind == "seq2seq":
-        auto = transformers.AutoModelForSeq2SeqLM
-    elif kind == "vision":
-        auto = transformers.AutoModelForImageClassification
-    else:
-        auto = transformers.AutoModel
-    transformers.logging.set_verbosity_error()
+    choice = choose_head(parsed.model_type)
+    head, auto_name = choice if choice is not None else ("", "AutoModel")
+    auto = getattr(transformers, auto_name)
     torch.manual_seed(seed)
     try:
         with warnings.catch_warnings():
@@ -208,9 +252,90 @@ def build_hf_model(
     except Exception as exc:  # a bad combination of config values fails anywhere inside
         raise FormatError(f"{spec}: transformers could not build the model ({_first_line(exc)})") from None
     inner.eval()
-    module = _wrapper_class()(inner, kind)
-    dtype = "float32" if kind == "vision" else "int64"
-    return module, default_input_shapes(parsed.model_type, config), dtype
+    name = type(inner).__name__
+    notes = [f"hf:{parsed.model_type} -> {name} ({head} head)" if head else
+             f"hf:{parsed.model_type} -> {name} (no head: transformers lists no seq2seq, masked LM, "
+             f"causal LM or image-classification class for {parsed.model_type!r})"]
+    moe = moe_note(config)
+    if moe is not None:
+        notes.append(moe)
+    return HFModel(model=inner, config=config, head=head, notes=tuple(notes))
+
+
+def tensor_arguments(model: Any) -> tuple[str, ...]:
+    """The tensor arguments of ``model.forward`` by name (those annotated as tensors).
+
+    ``labels`` is left out (with labels the first output is the loss, not the logits), and so
+    are tuples of tensors (``encoder_outputs``).
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    names = []
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in ("self", "labels"):
+            continue
+        annotation = p.annotation if isinstance(p.annotation, str) else repr(p.annotation)
+        if "Tensor" in annotation and "tuple" not in annotation:  # not encoder_outputs
+            names.append(p.name)
+    return tuple(names)
+
+
+def input_dtype(name: str) -> str:
+    """Default dtype of an input by its name: ids and masks int64, the rest float32.
+
+    Examples
+    --------
+    >>> input_dtype("decoder_input_ids"), input_dtype("attention_mask"), input_dtype("pixel_values")
+    ('int64', 'int64', 'float32')
+    """
+    return "int64" if name.endswith("_ids") or "mask" in name else "float32"
+
+
+def default_inputs(model: Any, config: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """The default inputs of a built model: ``(name, shape)`` each (module docstring).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> default_inputs(NS(main_input_name="input_ids"), NS(is_encoder_decoder=True, n_positions=64))
+    [('input_ids', (1, 64)), ('decoder_input_ids', (1, 64))]
+    >>> default_inputs(NS(main_input_name="input_features"),
+    ...                NS(is_encoder_decoder=True, num_mel_bins=80, max_source_positions=1500))
+    [('input_features', (1, 80, 3000)), ('decoder_input_ids', (1, 128))]
+    """
+    main = str(getattr(model, "main_input_name", "input_ids"))
+    names = [main]
+    if getattr(config, "is_encoder_decoder", False) and main != "decoder_input_ids":
+        names.append("decoder_input_ids")
+    return [(name, _default_shape(name, config)) for name in names]
+
+
+def _default_shape(name: str, config: Any) -> tuple[int, ...]:
+    if name == "pixel_values":
+        size = getattr(config, "image_size", 224)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        return (1, int(getattr(config, "num_channels", 3)), int(size), int(size))
+    if name == "input_features":
+        mels = int(getattr(config, "num_mel_bins", 0) or getattr(config, "feature_size", 80))
+        frames = 2 * int(getattr(config, "max_source_positions", 1500))
+        return (1, mels, frames)
+    if name == "input_values":
+        return (1, 16000)
+    limits: tuple[str, ...] = ("max_position_embeddings", "n_positions", "n_ctx")
+    if name.startswith("decoder_"):
+        limits = ("max_target_positions", *limits)
+    limit = next((int(v) for v in (getattr(config, f, None) for f in limits) if isinstance(v, int)
+                  and v > 0), TEXT_LENGTH)
+    return (1, min(TEXT_LENGTH, limit))
+
+
+def wrap(model: Any, names: tuple[str, ...]) -> Any:
+    """The module that is captured: positional inputs -> ``model``'s keyword inputs ``names``."""
+    return _wrapper_class()(model, names)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -224,20 +349,17 @@ def _wrapper_class() -> type:
     class HFWrapper(torch.nn.Module):
         """Positional inputs -> the model's keyword inputs; returns the first output."""
 
-        def __init__(self, model: Any, kind: str) -> None:
+        def __init__(self, model: Any, names: tuple[str, ...]) -> None:
             super().__init__()
             self.model = model  # attribute name = INNER
-            self.kind = kind
+            self.input_names = tuple(names)
+            vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+            #: token ids of the example inputs are drawn below this (sources.example_inputs)
+            self.vocab_size = vocab if isinstance(vocab, int) and vocab > 0 else None
 
         def forward(self, *inputs: Any) -> Any:
-            if self.kind == "vision":
-                out = self.model(pixel_values=inputs[0], return_dict=False)
-            elif self.kind == "seq2seq":
-                out = self.model(
-                    input_ids=inputs[0], decoder_input_ids=inputs[1], return_dict=False, use_cache=False
-                )
-            else:
-                out = self.model(input_ids=inputs[0], return_dict=False)
+            kwargs = dict(zip(self.input_names, inputs, strict=True))
+            out = self.model(**kwargs, return_dict=False)
             return out[0]
 
     return HFWrapper

@@ -401,7 +401,7 @@ def model_layer_graph(spec: str, options: ModelOptions | None = None) -> LayerGr
     MissingDependencyError
         The ``torch`` (or ``onnx``) extra is not installed.
     """
-    from dnnpart.frontends.sources import ModelOptions, capture, resolve_model
+    from dnnpart.frontends.sources import ModelOptions, capture, onnx_input_shapes, resolve_model
 
     opts = options or ModelOptions()
     for flag, used in (("--training", opts.training), ("--optimizer", opts.optimizer is not None),
@@ -410,11 +410,11 @@ def model_layer_graph(spec: str, options: ModelOptions | None = None) -> LayerGr
             raise FormatError(f"{flag}: does not apply to the iteration objective (it always prices "
                               "a training step in FP32)")
     source = resolve_model(spec, input_shapes=list(opts.input_shapes) or None, input_dtype=opts.input_dtype,
-                           frontend=opts.frontend, config_file=opts.config_file)
+                           inputs=opts.inputs, frontend=opts.frontend, config_file=opts.config_file)
     if source.onnx_path is not None:
         from dnnpart.frontends.onnx_import import import_onnx
 
-        ir = import_onnx(source.onnx_path, input_shapes=source.input_shapes or None).ir
+        ir = import_onnx(source.onnx_path, input_shapes=onnx_input_shapes(source)).ir
         return layers_from_ir(ir)
     _, ir = capture(source)
     prefix = source.strip_prefix

@@ -13,7 +13,13 @@ Model specs:
   (:mod:`dnnpart.frontends.hf`), on the meta device unless ``materialize``.
 
 Torch models are put in eval mode and get deterministic random example inputs of the given
-shapes (defaults for the builtin and ``hf:`` models). They are captured with ``torch.export``
+shapes (defaults for the builtin and ``hf:`` models). Inputs are given either as shapes in
+order with one dtype for all (``--input-shape``/``--input-dtype``, the single-input shorthand)
+or by name, each with its own shape and dtype (``--input name=shape:dtype``, :class:`ModelInput`):
+``hf:`` models take them as keyword arguments (replacing the default input of that name, or
+added after the defaults); other torch models take them positionally in the order of their
+``forward``'s parameters; ONNX files by graph-input name. Token ids are drawn below the
+model's vocabulary, masks are ones. They are captured with ``torch.export``
 (:mod:`dnnpart.frontends.export_import`, the default ``frontend="export"``); ``frontend="fx"``
 keeps the symbolic ``torch.fx`` tracer for modules it can follow (one node per module call).
 """
@@ -29,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from dnnpart._optional import require
 from dnnpart.cost.model import CostModel
-from dnnpart.errors import FormatError, MissingDependencyError
+from dnnpart.errors import FormatError, MissingDependencyError, UsageError
 from dnnpart.frontends.build import ImportedModel
 from dnnpart.frontends.ir import ModelIR
 
@@ -41,9 +47,78 @@ FRONTENDS = ("export", "fx")
 _TORCHVISION_STANDINS = {"resnet50": "resnet50", "inception_v3": "inception_v3"}
 
 
+@dataclass(frozen=True, slots=True)
+class ModelInput:
+    """One named example input (``--input name=shape:dtype``); ``dtype`` ``None``: the model's."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+def parse_input(text: str) -> ModelInput:
+    """``"input_ids=1x16:int64"`` (``NAME=SHAPE[:DTYPE]``, shape as in :func:`parse_shape`).
+
+    Examples
+    --------
+    >>> parse_input("decoder_input_ids=1x8:int64")
+    ModelInput(name='decoder_input_ids', shape=(1, 8), dtype='int64')
+    >>> parse_input("pixel_values=1,3,32,32").dtype is None
+    True
+    >>> parse_input("1x8:int64")
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.UsageError: --input '1x8:int64': expected NAME=SHAPE[:DTYPE], e.g. input_ids=1x16:int64
+    """
+    name, eq, rest = text.partition("=")
+    name = name.strip()
+    if not eq or not name.isidentifier():
+        raise UsageError(f"--input {text!r}: expected NAME=SHAPE[:DTYPE], e.g. input_ids=1x16:int64")
+    shape_text, colon, dtype = rest.partition(":")
+    dtype = dtype.strip()
+    if colon and dtype not in DTYPES:
+        raise UsageError(f"--input {text!r}: dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    try:
+        shape = parse_shape(shape_text)
+    except FormatError:
+        raise UsageError(f"--input {text!r}: shape {shape_text!r}: expected positive integers like "
+                         "1x16 or 1,3,224,224") from None
+    return ModelInput(name=name, shape=shape, dtype=dtype if colon else None)
+
+
+def inputs_from_json(value: Any, where: str) -> tuple[ModelInput, ...]:
+    """The ``inputs`` list of a plan file's model block (:meth:`ModelInput.to_dict` each)."""
+    if not isinstance(value, list):
+        raise FormatError(f"{where}: expected a list of {{name, shape, dtype}}, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise FormatError(f"{at}: expected an object {{name, shape, dtype}}, got {type(item).__name__}")
+        name, shape, dtype = item.get("name"), item.get("shape"), item.get("dtype")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise FormatError(f"{at}.name: expected an identifier, got {name!r}")
+        if (not isinstance(shape, list) or not shape
+                or any(isinstance(d, bool) or not isinstance(d, int) or not 0 < d < 2**31 for d in shape)):
+            raise FormatError(f"{at}.shape: expected a list of positive integers, got {shape!r}")
+        if dtype is not None and dtype not in DTYPES:
+            raise FormatError(f"{at}.dtype: expected one of {', '.join(DTYPES)} or null, got {dtype!r}")
+        out.append(ModelInput(name=name, shape=tuple(shape), dtype=dtype))
+    return tuple(out)
+
+
 @dataclass(slots=True, kw_only=True)
 class ModelSource:
-    """A resolved model: a torch module with example inputs, or an ONNX file."""
+    """A resolved model: a torch module with example inputs, or an ONNX file.
+
+    ``input_dtype`` is the dtype of every input, or one per input joined by commas
+    (``"float32,int64"``) where they differ: what :func:`example_inputs` takes.
+    ``input_names`` name the inputs where known (``hf:`` models, ``--input``); ``model_class``
+    is the class built (``MixtralForCausalLM``) and ``notes`` what the user is told about it.
+    """
 
     spec: str
     module: Any = None  # torch.nn.Module
@@ -51,9 +126,26 @@ class ModelSource:
     onnx_path: Path | None = None
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     input_dtype: str = "float32"
+    input_names: tuple[str, ...] = ()
     frontend: str = "export"
     #: wrapper attribute stripped from module paths (``model`` for ``hf:`` models)
     strip_prefix: str = ""
+    model_class: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def input_dtypes(self) -> tuple[str, ...]:
+        """The dtype of each input."""
+        return _dtypes(self.input_dtype, len(self.input_shapes))
+
+    @property
+    def inputs(self) -> tuple[ModelInput, ...]:
+        """The inputs by name (empty where the names are unknown)."""
+        if not self.input_names:
+            return ()
+        dtypes = self.input_dtypes if self.is_torch else (None,) * len(self.input_names)
+        return tuple(ModelInput(name=n, shape=tuple(s), dtype=d)
+                     for n, s, d in zip(self.input_names, self.input_shapes, dtypes, strict=True))
 
     @property
     def is_torch(self) -> bool:
@@ -80,6 +172,7 @@ class ModelOptions:
 
     input_shapes: tuple[tuple[int, ...], ...] = ()
     input_dtype: str | None = None
+    inputs: tuple[ModelInput, ...] = ()
     training: bool = False
     optimizer: str | None = None
     precision: str = "fp32"
@@ -118,6 +211,7 @@ def import_model_spec(
         spec,
         input_shapes=list(opts.input_shapes) or None,
         input_dtype=opts.input_dtype,
+        inputs=opts.inputs,
         frontend=opts.frontend,
         config_file=opts.config_file,
     )
@@ -155,6 +249,7 @@ def resolve_model(
     *,
     input_shapes: Sequence[Sequence[int]] | None = None,
     input_dtype: str | None = None,
+    inputs: Sequence[ModelInput] | None = None,
     seed: int = 0,
     frontend: str = "export",
     config_file: str | Path | None = None,
@@ -162,6 +257,8 @@ def resolve_model(
 ) -> ModelSource:
     """Resolve a model spec (see the module docstring); torch specs are built and given inputs.
 
+    ``input_shapes``/``input_dtype`` (shapes in input order, one dtype) and ``inputs`` (by
+    name, :class:`ModelInput`) are two ways to give the example inputs; not both.
     ``materialize`` builds ``hf:`` models with real (seeded) weights instead of on the meta
     device, as running them needs; ``config_file`` holds ``hf:`` config overrides (JSON).
     """
@@ -170,10 +267,21 @@ def resolve_model(
     shapes = [tuple(int(d) for d in s) for s in (input_shapes or [])]
     if input_dtype is not None and input_dtype not in DTYPES:
         raise FormatError(f"--input-dtype {input_dtype!r}: expected one of {', '.join(DTYPES)}")
+    named = tuple(inputs or ())
+    if named and (shapes or input_dtype is not None):
+        raise UsageError("--input: give the inputs either by name (--input NAME=SHAPE[:DTYPE]) or "
+                         "with --input-shape/--input-dtype, not both")
+    seen = [i.name for i in named]
+    if len(set(seen)) < len(seen):
+        twice = next(n for n in seen if seen.count(n) > 1)
+        raise UsageError(f"--input {twice}: given twice")
     if spec.lower().endswith(".onnx") and ":" not in spec.split("/")[-1]:
         path = Path(spec)
         if not path.is_file():
             raise FormatError(f"{path}: no such file")
+        if named:
+            return ModelSource(spec=spec, onnx_path=path, input_shapes=[i.shape for i in named],
+                               input_names=tuple(seen))
         return ModelSource(spec=spec, onnx_path=path, input_shapes=shapes)
     kind, _, rest = spec.partition(":")
     if not rest:
@@ -182,24 +290,13 @@ def resolve_model(
             "or module:PACKAGE.MODULE:CALLABLE"
         )
     require("torch", extra="torch", caller=f"model {spec!r}")
-    default_shape: tuple[int, ...] | None = None
-    dtype = input_dtype or "float32"
-    strip = ""
     if kind == "hf":
-        from dnnpart.frontends.hf import INNER, build_hf_model
-
-        module, hf_shapes, default_dtype = build_hf_model(
-            spec, config_file=config_file, materialize=materialize, seed=seed
-        )
-        dtype = input_dtype or default_dtype
-        strip = INNER
-        if not shapes:
-            shapes = hf_shapes
-        if frontend == "fx":
-            raise FormatError(f"model {spec!r}: hf: models need the export frontend (--frontend export)")
-    elif kind == "builtin":
+        return _hf_source(spec, shapes, input_dtype, named, seed=seed, frontend=frontend,
+                          config_file=config_file, materialize=materialize)
+    default_shape: tuple[int, ...] | None = None
+    default_dtype = "float32"
+    if kind == "builtin":
         module, default_shape, default_dtype = _builtin(rest)
-        dtype = input_dtype or default_dtype
     elif kind == "torchvision":
         module, default_shape = _torchvision(rest)
     elif kind == "module":
@@ -208,23 +305,105 @@ def resolve_model(
         raise FormatError(
             f"model {spec!r}: unknown kind {kind!r}; expected builtin, torchvision, hf or module"
         )
-    if not shapes:
-        if default_shape is None:
-            raise FormatError(f"model {spec!r}: pass --input-shape (e.g. --input-shape 1,3,224,224)")
-        shapes = [default_shape]
+    names: tuple[str, ...] = ()
+    if named:
+        ordered = _in_forward_order(module, named, spec)
+        names = tuple(i.name for i in ordered)
+        shapes = [i.shape for i in ordered]
+        dtypes = [i.dtype or default_dtype for i in ordered]
+    else:
+        if not shapes:
+            if default_shape is None:
+                raise FormatError(f"model {spec!r}: pass --input-shape (e.g. --input-shape 1,3,224,224)")
+            shapes = [default_shape]
+        dtypes = [input_dtype or default_dtype] * len(shapes)
+    return _torch_source(spec, module, shapes, dtypes, names, seed=seed, frontend=frontend)
+
+
+def _torch_source(spec: str, module: Any, shapes: list[tuple[int, ...]], dtypes: Sequence[str],
+                  names: tuple[str, ...], *, seed: int, frontend: str, strip: str = "",
+                  model_class: str = "", notes: tuple[str, ...] = ()) -> ModelSource:
     module.eval()
+    dtype = _joined(dtypes)
     inputs = example_inputs(shapes, dtype, seed=seed, module=module)
     if _on_meta(module):
         inputs = tuple(x.to("meta") for x in inputs)
-    return ModelSource(
-        spec=spec,
-        module=module,
-        input_shapes=shapes,
-        input_dtype=dtype,
-        example_inputs=inputs,
-        frontend=frontend,
-        strip_prefix=strip,
-    )
+    return ModelSource(spec=spec, module=module, input_shapes=shapes, input_dtype=dtype,
+                       input_names=names, example_inputs=inputs, frontend=frontend,
+                       strip_prefix=strip, model_class=model_class or type(module).__name__,
+                       notes=notes)
+
+
+def _hf_source(spec: str, shapes: list[tuple[int, ...]], input_dtype: str | None,
+               named: tuple[ModelInput, ...], *, seed: int, frontend: str,
+               config_file: str | Path | None, materialize: bool) -> ModelSource:
+    """An ``hf:`` model with its head, wrapped to take its inputs positionally."""
+    from dnnpart.frontends import hf
+
+    if frontend == "fx":
+        raise FormatError(f"model {spec!r}: hf: models need the export frontend (--frontend export)")
+    built = hf.build_hf_model(spec, config_file=config_file, materialize=materialize, seed=seed)
+    defaults = hf.default_inputs(built.model, built.config)
+    if len(shapes) > len(defaults):
+        listed = ", ".join(n for n, _ in defaults)
+        raise UsageError(f"--input-shape: {spec} takes {len(defaults)} input(s) ({listed}), got "
+                         f"{len(shapes)} shapes; name other inputs with --input NAME=SHAPE[:DTYPE]")
+    chosen: dict[str, tuple[tuple[int, ...], str]] = {}
+    for i, (name, shape) in enumerate(defaults):
+        chosen[name] = (shapes[i] if i < len(shapes) else shape, input_dtype or hf.input_dtype(name))
+    if named:
+        accepted = hf.tensor_arguments(built.model)
+        for item in named:
+            if accepted and item.name not in accepted:
+                raise UsageError(f"--input {item.name}: not an input of {built.class_name}; its tensor "
+                                 f"inputs are {', '.join(accepted)}")
+            chosen[item.name] = (item.shape, item.dtype or hf.input_dtype(item.name))
+    names = tuple(chosen)
+    module = hf.wrap(built.model, names)
+    return _torch_source(spec, module, [s for s, _ in chosen.values()], [d for _, d in chosen.values()],
+                         names, seed=seed, frontend=frontend, strip=hf.INNER,
+                         model_class=built.class_name, notes=built.notes)
+
+
+def _in_forward_order(module: Any, named: tuple[ModelInput, ...], spec: str) -> list[ModelInput]:
+    """Named inputs of a torch module in the order of its ``forward``'s positional parameters."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return list(named)
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return list(named)  # forward(*inputs): the order given
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    by_name = {i.name: i for i in named}
+    for name in by_name:
+        if name not in positional:
+            raise UsageError(f"--input {name}: not an input of {spec} (its forward takes "
+                             f"{', '.join(positional) or 'no named inputs'})")
+    missing = [n for n in positional[: max(positional.index(n) for n in by_name) + 1] if n not in by_name]
+    if missing:
+        raise UsageError(f"--input: {spec} takes its inputs in the order {', '.join(positional)}; "
+                         f"give {', '.join(missing)} too")
+    return [by_name[n] for n in positional if n in by_name]
+
+
+def _joined(dtypes: Sequence[str]) -> str:
+    """One dtype when all inputs share it, else one per input joined by commas."""
+    unique = set(dtypes)
+    if not dtypes:
+        return "float32"
+    return dtypes[0] if len(unique) == 1 else ",".join(dtypes)
+
+
+def _dtypes(dtype: str | Sequence[str], count: int) -> tuple[str, ...]:
+    """Per-input dtypes of ``dtype`` (one for all, comma-joined, or a sequence)."""
+    parts = tuple(dtype.split(",")) if isinstance(dtype, str) else tuple(dtype)
+    if len(parts) == 1:
+        return parts * count
+    if len(parts) != count:
+        raise FormatError(f"input dtypes {','.join(parts)}: expected one dtype or {count}")
+    return parts
 
 
 def _on_meta(module: Any) -> bool:
@@ -233,19 +412,35 @@ def _on_meta(module: Any) -> bool:
 
 
 def example_inputs(
-    shapes: Sequence[tuple[int, ...]], dtype: str, *, seed: int = 0, module: Any = None
+    shapes: Sequence[tuple[int, ...]], dtype: str | Sequence[str], *, seed: int = 0, module: Any = None
 ) -> tuple[Any, ...]:
-    """Deterministic random inputs: normal floats, or token ids below the first embedding size."""
+    """Deterministic random inputs: normal floats; token ids below the vocabulary (the
+    module's ``vocab_size`` where it has one, else its first embedding's size); ones for
+    inputs named as masks (``module.input_names``).
+
+    ``dtype`` is one dtype for all inputs, one per input joined by commas, or a sequence.
+    """
     import torch
 
     gen = torch.Generator().manual_seed(seed)
-    if dtype.startswith("int"):
+    dtypes = _dtypes(dtype, len(shapes))
+    names = tuple(getattr(module, "input_names", ()) or ())
+    high = getattr(module, "vocab_size", None) if module is not None else None
+    if not isinstance(high, int) or high <= 0:
         high = 2
         if module is not None:
             emb = next((m for m in module.modules() if isinstance(m, torch.nn.Embedding)), None)
             high = emb.num_embeddings if emb is not None else 2
-        return tuple(torch.randint(0, high, s, generator=gen, dtype=getattr(torch, dtype)) for s in shapes)
-    return tuple(torch.randn(s, generator=gen, dtype=getattr(torch, dtype)) for s in shapes)
+    out = []
+    for i, (shape, dt) in enumerate(zip(shapes, dtypes, strict=True)):
+        kind = getattr(torch, dt)
+        if dt.startswith("int") and i < len(names) and "mask" in names[i]:
+            out.append(torch.ones(shape, dtype=kind))
+        elif dt.startswith("int"):
+            out.append(torch.randint(0, high, shape, generator=gen, dtype=kind))
+        else:
+            out.append(torch.randn(shape, generator=gen, dtype=kind))
+    return tuple(out)
 
 
 def _builtin(name: str) -> tuple[torch.nn.Module, tuple[int, ...], str]:
@@ -364,7 +559,7 @@ def _import_source(
         from dnnpart.frontends.onnx_import import import_onnx
 
         imported = import_onnx(
-            source.onnx_path, input_shapes=source.input_shapes or None, cost_model=model, training=False
+            source.onnx_path, input_shapes=onnx_input_shapes(source), cost_model=model, training=False
         )
         if profile:
             from dnnpart.frontends.profiling import profile_onnx
@@ -415,6 +610,14 @@ def _autograd_model(
         autograd=True,
         orphans=tg.orphans,
     )
+
+
+def onnx_input_shapes(source: ModelSource) -> Any:
+    """The input shapes of an ONNX source as :func:`~dnnpart.frontends.onnx_import.import_onnx`
+    takes them: by graph-input name where named, else in order (``None``: the file's own)."""
+    if source.input_names:
+        return dict(zip(source.input_names, source.input_shapes, strict=True))
+    return source.input_shapes or None
 
 
 def capture(source: ModelSource) -> tuple[Any, ModelIR]:

@@ -103,7 +103,10 @@ def joint_graph(gm: fx.GraphModule, example_inputs: tuple[Any, ...]) -> tuple[fx
 
     params = {name: named[name].detach().requires_grad_(True) for name in names}
     try:
-        joint: fx.GraphModule = make_fx(step, tracing_mode="fake", record_module_stack=True)(
+        # tensor constants that export lifted into the module (not parameters or buffers) are
+        # real tensors: let them in as constants
+        joint: fx.GraphModule = make_fx(step, tracing_mode="fake", record_module_stack=True,
+                                        _allow_non_fake_inputs=True)(
             params, example_inputs, buffers
         )
     except Exception as exc:  # make_fx raises many types

@@ -44,8 +44,16 @@ def file_ref(path: str | Path) -> dict[str, str]:
 
 
 def is_file_spec(text: Any) -> bool:
-    """Whether a spec or path names an existing local file (not ``zoo:``, ``hf:``, a preset...)."""
-    return isinstance(text, str) and bool(text) and Path(text).is_file()
+    """Whether a spec or path names an existing local file (not ``zoo:``, ``hf:``, a preset...).
+
+    A spec longer than a file name may be (an ``hf:`` spec with many overrides) names none.
+    """
+    if not isinstance(text, str) or not text:
+        return False
+    try:
+        return Path(text).is_file()
+    except OSError:  # ENAMETOOLONG: not a file name
+        return False
 
 
 def resolve_ref(ref: Any, where: str, plan_path: str | Path) -> Path:

@@ -21,7 +21,7 @@ from dnnpart.workflow.phases import ProgressFactory, frontend_name, phase
 if TYPE_CHECKING:
     from dnnpart.cost.clusters import PricedCluster
     from dnnpart.frontends.build import ImportedModel
-    from dnnpart.frontends.sources import ModelSource
+    from dnnpart.frontends.sources import ModelInput, ModelSource
 
 #: Cluster a model is planned for when none is named.
 DEFAULT_CLUSTER = "4xA100"
@@ -39,12 +39,15 @@ class ModelImport:
     imported : the priced graph and the operators it came from.
     priced : the cluster and the cost model that priced the graph.
     warnings : what the capture warned about, one message each.
+    notes : what the model is: the class built (``hf:mixtral -> MixtralForCausalLM (causal LM
+        head)``), a mixture of experts' routed fraction.
     """
 
     source: ModelSource
     imported: ImportedModel
     priced: PricedCluster
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def problem(self, objective: Objective | None = None) -> Problem:
         """The placement problem of this model on its cluster."""
@@ -52,10 +55,12 @@ class ModelImport:
                        name=self.imported.ir.name, objective=objective or Objective())
 
     def summary(self) -> dict[str, Any]:
-        """What the model is (:func:`~dnnpart.workflow.summary.model_summary`)."""
+        """What the model is (:func:`~dnnpart.workflow.summary.model_summary`), with the class
+        built (``model_class``) and the notes on it."""
         from dnnpart.workflow.summary import model_summary
 
-        return model_summary(self.imported, self.priced.cluster)
+        return model_summary(self.imported, self.priced.cluster) | {
+            "model_class": self.source.model_class or None, "notes": list(self.notes)}
 
     def write_graph(self, path: str | Path) -> Path:
         """Write the priced graph: ``.npz`` (native) or ``.json`` (the dnn-partitioning format
@@ -98,6 +103,7 @@ def import_model(
     precision: str = "fp32",
     input_shapes: Sequence[Sequence[int]] = (),
     input_dtype: str | None = None,
+    inputs: Sequence[ModelInput] = (),
     frontend: str = "export",
     config: str | Path | None = None,
     granularity: str = "op",
@@ -119,13 +125,18 @@ def import_model(
     training : the training graph (torch: real autograd forward and backward; ONNX: a
         synthesised backward); ``optimizer`` (``sgd``/``adam``) adds one update op per parameter.
     precision : ``fp32``, ``tf32``, ``bf16`` or ``fp16`` (tensor-core peaks, 2-byte tensors).
-    input_shapes, input_dtype : the example inputs (default: the model's own).
+    input_shapes, input_dtype : the example inputs in order, one dtype for all (default: the
+        model's own).
+    inputs : the example inputs by name, each with its shape and dtype
+        (:class:`~dnnpart.frontends.sources.ModelInput`, ``--input name=shape:dtype``); not
+        with ``input_shapes``/``input_dtype``.
     frontend : ``export`` (``torch.export``, one node per aten op) or ``fx``.
     config : ``hf:`` models: a JSON file of config overrides.
     granularity : ``op`` (one node per operator) or ``module`` (one per run of operators
         called from one module).
     profile, repeats : measure CPU times (medians of ``repeats`` runs) instead of estimating.
-    notify : called with each warning of the capture (``"warning: ..."``).
+    notify : called with each note on the model (the class built) and each warning of the
+        capture (``"warning: ..."``).
     progress : told the phase as it starts: ``"importing SPEC (torch.export)"`` (capture and
         pricing; see :mod:`dnnpart.workflow.phases`).
 
@@ -142,7 +153,8 @@ def import_model(
     with phase(progress, f"importing {label} ({frontend_name(label, frontend)})"):
         if isinstance(spec, str):
             source = resolve_model(spec, input_shapes=[tuple(s) for s in input_shapes] or None,
-                                   input_dtype=input_dtype, frontend=frontend, config_file=config)
+                                   input_dtype=input_dtype, inputs=tuple(inputs), frontend=frontend,
+                                   config_file=config)
         else:
             from dnnpart.frontends.live import live_source
 
@@ -156,9 +168,10 @@ def import_model(
                                      optimizer=optimizer, granularity=granularity)
     messages = tuple(f"warning: {w.message}" for w in caught)
     if notify is not None:
-        for message in messages:
+        for message in (*source.notes, *messages):
             notify(message)
-    return ModelImport(source=source, imported=imported, priced=priced, warnings=messages)
+    return ModelImport(source=source, imported=imported, priced=priced, warnings=messages,
+                       notes=source.notes)
 
 
 def model_graph_dict(problem: Problem, imported: ImportedModel) -> dict[str, Any]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: ModelOptions fields a graph file or zoo: example cannot honour, and their CLI flags.
 _MODEL_FLAGS = {"input_shapes": "--input-shape", "input_dtype": "--input-dtype", "training": "--training",
                 "optimizer": "--optimizer", "precision": "--precision", "config_file": "--config",
-                "granularity": "--granularity"}
+                "granularity": "--granularity", "inputs": "--input"}
 
 
 def _layer_graph_name(text: str, objective: Objective | None) -> str | None:
@@ -43,6 +43,31 @@ def _layer_graph_name(text: str, objective: Objective | None) -> str | None:
     if name in LAYER_GRAPHS and (iteration or name not in torch_names):
         return name
     return None
+
+
+def iteration_batch_note(problem: Problem) -> str | None:
+    """What the iteration objective does with the model's own batch, where it differs.
+
+    Paper 3's Eq. 1 is priced on ``--batch`` samples per device on every device
+    (:mod:`dnnpart.evaluate.iteration`), so the batch of the captured inputs (or of a builtin
+    layer graph) is replaced; the note says by how many samples.
+
+    Examples
+    --------
+    >>> from dnnpart.problem import Objective
+    >>> problem = load_problem("builtin:lenet5", cluster="4xP100", objective=Objective(kind="iteration"))
+    >>> iteration_batch_note(problem)  # doctest: +ELLIPSIS
+    'iteration objective: priced on 32 samples per device (--batch) x 4 devices = 128 samples...'
+    """
+    from dnnpart.layerwise.graphs import layers_of
+
+    given = layers_of(problem.graph).batch
+    per_device, devices = problem.objective.batch, problem.cluster.n_devices
+    total = per_device * devices
+    if given == total:
+        return None
+    return (f"iteration objective: priced on {per_device} samples per device (--batch) x {devices} "
+            f"devices = {total} samples per iteration; the input batch ({given}) is not used")
 
 
 def _refuse_model_flags(model: ModelOptions | None, text: str) -> None:

@@ -157,7 +157,7 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
     from dnnpart.evaluate import evaluate
     from dnnpart.export import operator_devices
     from dnnpart.frontends.build import by_module, price_model
-    from dnnpart.frontends.sources import capture, import_source, resolve_model
+    from dnnpart.frontends.sources import capture, import_source, inputs_from_json, resolve_model
     from dnnpart.io.plan_files import parse_plan
 
     raw = model_block_of(data, path)
@@ -173,6 +173,9 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
         "frontend": str(block.get("frontend", "fx")),  # plans written before export was default
         "config_file": block.get("config"),
     }
+    if block.get("inputs"):  # named inputs, each with its dtype: the same inputs again
+        options |= {"input_shapes": None, "input_dtype": None,
+                    "inputs": inputs_from_json(block["inputs"], f"{path}: model.inputs")}
     training = bool(block.get("training"))
     planned = resolve_model(spec, **options)
     gm = None

@@ -4,7 +4,9 @@ It is what :func:`~dnnpart.workflow.plan_model` returns and what
 :func:`~dnnpart.workflow.load_planned_model` reads back from a plan file; :meth:`PlannedModel.to_dict`
 is the plan file (``dnnpart plan -o``): our plan format (:mod:`dnnpart.io.plan_files`) plus
 
-* ``model``: how to capture the model again -- its spec, example inputs, training, optimizer,
+* ``model``: how to capture the model again -- its spec, example inputs (``inputs``: name,
+  shape and dtype each, where the inputs have names; else ``input_shapes`` and ``input_dtype``,
+  one dtype or one per input joined by commas), training, optimizer,
   precision, granularity, frontend, config, the cluster and presets it was priced for, the
   schedule and micro-batches ``run`` and ``report`` use, the objective. Fields naming local
   files (:data:`FILE_FIELDS`) hold absolute paths, and ``files`` their hashes (a plan is
@@ -172,6 +174,7 @@ def model_block(*, spec: str, source: ModelSource, training: bool, optimizer: st
         "spec": spec,
         "input_shapes": [list(s) for s in source.input_shapes],
         "input_dtype": source.input_dtype,
+        "inputs": [i.to_dict() for i in source.inputs] or None,
         "training": bool(training),
         "optimizer": optimizer,
         "precision": precision,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dnnpart.errors import DnnpartError, ProblemTooLargeError, UsageError
 from dnnpart.plan import SolveResult
@@ -22,6 +22,9 @@ from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_no
 from dnnpart.workflow.phases import ProgressFactory, phase
 from dnnpart.workflow.planned import PlannedModel, model_block
 from dnnpart.workflow.text import one_line
+
+if TYPE_CHECKING:
+    from dnnpart.frontends.sources import ModelInput
 
 
 def plan_model(
@@ -41,6 +44,7 @@ def plan_model(
     precision: str = "fp32",
     input_shapes: Sequence[Sequence[int]] = (),
     input_dtype: str | None = None,
+    inputs: Sequence[ModelInput] = (),
     frontend: str = "export",
     config: str | Path | None = None,
     granularity: str = "op",
@@ -61,8 +65,8 @@ def plan_model(
         :meth:`PlannedModel.pipeline_stage`) (see :func:`~dnnpart.workflow.import_model`
         for the model options ``training``, ``optimizer``, ``precision``, ``input_shapes``,
         ``input_dtype``, ``frontend``, ``config``, ``granularity``, ``specs``, ``profile``,
-        ``repeats``); ``granularity="block"``: stages of whole blocks (the ``stages`` objective
-        with ``block-pipeline``, on the operator graph).
+        ``repeats``, ``inputs``); ``granularity="block"``: stages of whole blocks (the
+        ``stages`` objective with ``block-pipeline``, on the operator graph).
     cluster : ``NxPRESET`` (``4xA100``), a cluster file or ``GENERATOR:key=value,...``.
     objective : an :class:`~dnnpart.problem.Objective` or its kind (``throughput``,
         ``latency``, ``makespan``, ``pipeline``, ``iteration``, ``stages``); ``None``: stages
@@ -127,22 +131,26 @@ def plan_model(
     source = imported = None
     if obj.kind == "iteration":  # paper 3's layer graphs, not an imported operator graph
         from dnnpart.frontends.sources import ModelOptions
-        from dnnpart.workflow.inputs import load_problem
+        from dnnpart.workflow.inputs import iteration_batch_note, load_problem
 
         layers_model = ModelOptions(
             input_shapes=tuple(tuple(int(d) for d in s) for s in input_shapes),
             input_dtype=input_dtype, training=training, optimizer=optimizer, precision=precision,
             frontend=frontend, config_file=None if config is None else str(config),
-            granularity=granularity)
+            granularity=granularity, inputs=tuple(inputs))
         with phase(progress, f"importing {spec} (layer graph)"):
             problem = load_problem(spec, cluster=priced_cluster(cluster, specs=specs).cluster,
                                    objective=obj, model=layers_model)
+        batch_note = iteration_batch_note(problem)
+        if batch_note:
+            say(batch_note)
     else:
         captured = import_model(
             spec, cluster=cluster, specs=specs, training=training, optimizer=optimizer,
             precision=precision, input_shapes=input_shapes, input_dtype=input_dtype,
             frontend=frontend, config=config, granularity=granularity, profile=profile,
-            repeats=repeats, notify=say, progress=progress, example_inputs=example_inputs)
+            repeats=repeats, notify=say, progress=progress, example_inputs=example_inputs,
+            inputs=inputs)
         source, imported = captured.source, captured.imported
         problem = captured.problem(obj)
     name = choice.name
