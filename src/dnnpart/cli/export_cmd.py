@@ -20,7 +20,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("torch", "placement", "pipelining", "deepspeed", "megatron", "placement-text"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining; deepspeed: PipelineModule parts; "
+        "pipelining: a folder with run_pipeline.py for torchrun (torch.distributed.pipelining); "
+        "deepspeed: PipelineModule parts; "
         "megatron: --pipeline-model-parallel-layout (layer-granular plans); placement-text: "
         "`name device` lines for every node (PARDNN's output)",
     )
@@ -34,7 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "-o",
         metavar="PATH",
         required=True,
-        help="output file (placement, pipelining) or directory (torch)",
+        help="output file (placement) or directory (torch, pipelining)",
     )
     add_trust_args(p)
     p.add_argument("--json", action="store_true")
@@ -55,4 +56,6 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
         stages = written.details.get("stages")
         out.print(f"exported {written.format} to {written.out}"
                   + (f" ({stages} stages)" if stages is not None else ""))
+        if "command" in written.details:
+            out.print(f"launch: cd {written.out} && {written.details['command']} [--steps N] [--check]")
     return EXIT_OK
