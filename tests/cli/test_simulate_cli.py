@@ -165,3 +165,33 @@ def test_routed_clusters_are_stored_as_links_in_plans(tmp_path):
     d = resolve_cluster("dgx1").cluster  # a given matrix (no NVLink forwarding) is kept
     assert "bandwidth" in cluster_to_dict(d)
     assert (parse_cluster(json.loads(json.dumps(cluster_to_dict(d)))).bandwidth == d.bandwidth).all()
+
+
+def test_a_plan_file_alone_is_simulated_with_its_own_schedule(capsys, tmp_path):
+    plan = str(tmp_path / "plan.json")
+    assert main(["-q", "solve", "zoo:resnet18-training", "-m", "dp", "--schedule", "1f1b",
+                 "--microbatches", "6", "-o", plan]) == 0
+    capsys.readouterr()
+    code, out, _ = run(capsys, "simulate", plan, "--json")
+    alone = json.loads(out)
+    assert code == 0 and alone["schedule"] == "1f1b" and alone["microbatches"] == 6
+    code, out, _ = run(capsys, "simulate", "zoo:resnet18-training", plan, "--schedule", "1f1b",
+                       "--microbatches", "6", "--json")
+    assert code == 0 and json.loads(out) == alone  # the same problem, read from the plan
+    code, out, _ = run(capsys, "simulate", plan, "--microbatches", "3", "--schedule", "gpipe", "--json")
+    assert code == 0 and (json.loads(out)["microbatches"], json.loads(out)["schedule"]) == (3, "gpipe")
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["simulate", "P", "--cluster", "2xA100"], "--cluster: a plan file alone"),
+    (["simulate", "P", "--objective", "latency"], "--objective: a plan file alone"),
+    (["simulate", "P", "--training"], "--training: a plan file alone"),
+    (["simulate", "G", "P", "--trust-plan"], "--model/--trust-plan"),
+    (["simulate", "zoo:bert-3"], "no such plan file"),
+    (["simulate", "P"], "names no model or graph"),
+])
+def test_bad_plan_alone_input(capsys, files, argv, fragment):
+    argv = [files["graph"] if a == "G" else files["plan"] if a == "P" else a for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (out, err)
+    assert fragment in err and len(err.strip().splitlines()) == 1

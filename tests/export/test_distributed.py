@@ -80,7 +80,9 @@ def test_non_contiguous_placement_gets_several_stages_per_device() -> None:
         split_points(ir, device_of)
     contiguous = {op: int(i >= third) for i, op in enumerate(ops)}
     stages = split_points(ir, contiguous)
-    assert [s["split_before"] for s in stages] == [None, ir.ops[third].module_path]
+    path = ir.ops[third].module_path.split(".")  # layer2.2.conv1: the split is its block
+    block = ".".join(path[: next(i for i, p in enumerate(path) if p.isdigit()) + 1])
+    assert [s["split_before"] for s in stages] == [None, block]
 
 
 def test_cli_plan_export_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,7 +91,8 @@ def test_cli_plan_export_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     plan = tmp_path / "plan.json"
     assert (
         main(
-            ["plan", "builtin:resnet50", "--input-shape", "1,3,64,64", "--cluster", "2xV100", "-o", str(plan)]
+            ["plan", "builtin:resnet50", "--input-shape", "1,3,64,64", "--cluster", "2xV100", "-o", str(plan),
+             "--microbatches", "2"]
         )
         == 0
     )
@@ -101,8 +104,11 @@ def test_cli_plan_export_run(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     manifest = json.loads((tmp_path / "torch" / "stages.json").read_text())
     assert manifest["stages"]
     capsys.readouterr()
-    assert main(["run", str(plan), "--microbatches", "2", "--json"]) == 0
+    assert main(["run", str(plan), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert report["microbatches"] == 2  # the plan's
+    devices = json.loads(plan.read_text())["devices"]  # every device with nodes runs, no other
+    assert sorted(report["devices_used"]) == sorted(d["name"] for d in devices if d["nodes"])
     assert report["max_abs_diff"] <= TOLERANCE
     assert np.isfinite(report["max_abs_diff"])
     assert main(["run", str(tmp_path / "placement")]) == 2  # not a plan with a model

@@ -34,8 +34,12 @@ def _plan_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str,
                  "--schedule", schedule, "-o", str(plan), "--json", *extra])
     assert code == 0
     capsys.readouterr()
-    assert main(["run", str(plan), "--json", "--trust-plan"]) == 0
+    assert main(["run", str(plan), "--json", "--trust-plan"]) == 0  # the plan's schedule, micro-batches
     info: dict[str, object] = json.loads(capsys.readouterr().out)
+    # exactly the plan's devices run, each once: those holding its operators
+    held = {d["name"] for d in json.loads(plan.read_text())["devices"] if d["nodes"]}
+    devices = info["devices"]
+    assert isinstance(devices, list) and sorted(devices) == sorted(held)
     return info
 
 
@@ -125,3 +129,50 @@ def test_range_split_is_optimal_by_brute_force(weights: list[float], k: int) -> 
         for cuts in itertools.combinations(range(1, len(w)), r)
     )
     assert got == best and ends[-1] == len(w) and len(ends) <= k
+
+
+def test_run_refuses_a_plan_it_cannot_run_as_planned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import dataclasses
+
+    from tests.block_plans import block_assignment
+
+    from dnnpart.plan import Plan
+    from dnnpart.workflow import plan_model
+    from dnnpart.workflow.running import _check_backward_placement
+
+    planned = plan_model(SHARED_RELU, cluster="4xA100", training=True, schedule="gpipe",
+                         input_shapes=[(1, 3, 16, 16)])
+    blocks = block_assignment(planned, [0, 1])
+    backward = planned.problem.graph.is_backward
+    _check_backward_placement(dataclasses.replace(planned, plan=Plan(assignment=blocks)), [0, 1], "p")
+    # the backward of acc1's stage away from its forward: on acc0, or alone on acc3
+    away = dataclasses.replace(planned, plan=Plan(assignment=np.where(backward & (blocks == 1), 0, blocks)))
+    with pytest.raises(FormatError, match="device acc0 runs the backward of operator"):
+        _check_backward_placement(away, [0, 1], "p")
+    alone = Plan(assignment=np.where(backward & (blocks == 1), 3, blocks))
+    path = dataclasses.replace(planned, plan=alone).write(tmp_path / "p.json")
+    capsys.readouterr()
+    assert main(["run", str(path), "--trust-plan"]) == 2
+    err = capsys.readouterr().err
+    assert "device acc3 holds" in err and "no forward operator" in err and err.count("\n") == 1, err
+
+
+def test_run_says_it_ran_the_plans_stages_on_its_devices(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import dnnpart.workflow as workflow
+    from dnnpart.export.training_run import TrainingRun
+    from dnnpart.workflow import TrainingRunResult
+
+    step = TrainingRun(schedule="gpipe", microbatches=2, stages=2, losses=[1.0, 1.0],
+                       reference_losses=[1.0, 1.0], grad_max_abs_diff=0.0, grad_max_abs_reference=1.0,
+                       loss_max_abs_diff=0.0, n_parameters_checked=3, worst_parameter="w",
+                       measured_ms=[{"forward": 1.0, "backward": 2.0}] * 2)
+    rows = tuple({"stage": k, "device": d, "operators": 5, "predicted_forward_ms": 1.0,
+                  "predicted_backward_ms": 2.0, "measured_forward_ms": 1.0, "measured_backward_ms": 2.0}
+                 for k, d in enumerate(("acc2", "acc0")))
+    canned = TrainingRunResult(model="m", devices=("acc2", "acc0"), operators_moved=0, per_stage=rows,
+                               run=step)
+    monkeypatch.setattr(workflow, "run_plan", lambda *a, **k: canned)
+    assert main(["run", "p.json"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "ran 2 stages on devices acc2, acc0 as planned"

@@ -199,7 +199,8 @@ def code_plan(rng: random.Random, folder: Path, i: int, marker_module: str) -> C
             "model": {"spec": spec, "cluster": "2xA100"}}
     p = _write(folder, f"plan{i}.json", plan)
     command = rng.choice((["export", str(p), "--format", "placement", "-o", str(folder / "x.json")],
-                          ["run", str(p)]))
+                          ["export", str(p), "--format", "pipelining", "-o", str(folder / "pipe")],
+                          ["run", str(p)], ["simulate", str(p)]))
     return Case("code-plan", command, 2, "model.spec", [p])
 
 

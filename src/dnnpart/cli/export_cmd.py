@@ -22,10 +22,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                  "placement-text"),
         default="placement",
         help="torch: per-device stage modules; placement: operator -> device; "
-        "pipelining: split points for torch.distributed.pipelining; deepspeed: a folder with a "
-        "PipelineModule (one LayerSpec per stage) and ds_config.json; megatron: "
-        "--pipeline-model-parallel-layout; torchtitan: a folder with its pipeline settings "
-        "(block-aligned plans); placement-text: "
+        "pipelining: a folder with run_pipeline.py for torchrun (torch.distributed.pipelining); "
+        "deepspeed: a folder with a PipelineModule (one LayerSpec per stage) and ds_config.json; "
+        "megatron: --pipeline-model-parallel-layout; torchtitan: a folder with its pipeline "
+        "settings (block-aligned plans); placement-text: "
         "`name device` lines for every node (PARDNN's output)",
     )
     p.add_argument("--graph", metavar="GRAPH",
@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "-o",
         metavar="PATH",
         required=True,
-        help="output file (placement, pipelining, megatron) or directory (torch, deepspeed, torchtitan)",
+        help="output file (placement, megatron) or directory (torch, pipelining, deepspeed, torchtitan)",
     )
     add_trust_args(p)
     p.add_argument("--json", action="store_true")
@@ -63,4 +63,6 @@ def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
                   + (f" ({stages} stages)" if stages is not None else ""))
         for line in written.details.get("launch", ()):
             out.print(f"  {line}")
+        if "command" in written.details:
+            out.print(f"launch: cd {written.out} && {written.details['command']} [--steps N] [--check]")
     return EXIT_OK

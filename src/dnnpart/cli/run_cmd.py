@@ -45,9 +45,9 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
         out.json(dumps(ran.to_dict()))
     elif isinstance(ran, RunResult):
         out.print(
-            f"ran {ran.stages} stages on {len(ran.devices_used)} devices "
-            f"({', '.join(ran.devices_used)}) in {ran.processes} gloo processes, "
-            f"{ran.microbatches} micro-batches; max |distributed - unpartitioned| = "
+            f"ran {ran.stages} stages on devices {', '.join(ran.devices_used)} as planned, in "
+            f"{ran.processes} gloo processes, {ran.microbatches} micro-batches; "
+            f"max |distributed - unpartitioned| = "
             f"{ran.max_abs_diff:.3g} ({ran.relative_diff:.3g} x max |unpartitioned|)"
         )
     else:
@@ -58,9 +58,10 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
 
 def _print_training(info: dict[str, Any], out: Renderer) -> None:
     verdict = "passed" if info["passed"] else "FAILED"
+    out.print(f"ran {info['stages']} stages on devices {', '.join(info['devices'])} as planned")
     out.print(
-        f"trained 1 step: {info['stages']} stages ({', '.join(info['devices'])}) in gloo processes, "
-        f"schedule {info['schedule']}, {info['microbatches']} micro-batches, step {info['step_ms']:.1f} ms"
+        f"trained 1 step in gloo processes, schedule {info['schedule']}, "
+        f"{info['microbatches']} micro-batches, step {info['step_ms']:.1f} ms"
     )
     out.print(
         f"gradient check {verdict}: {info['parameters_checked']} parameters, max |pipelined - "

@@ -1,12 +1,17 @@
-"""``dnnpart simulate GRAPH PLAN``: a plan through the simulators (pipeline step, op-level
-schedule or layer-wise replay), with memory; ``--trace`` writes a Chrome trace."""
+"""``dnnpart simulate [GRAPH] PLAN``: a plan through the simulators (pipeline step, op-level
+schedule or layer-wise replay), with memory; ``--trace`` writes a Chrome trace.
+
+A plan file alone (``dnnpart plan -o``, or ``solve -o`` naming its graph) is simulated on the
+problem it names, as ``run`` and ``report`` take it: its schedule and micro-batches unless
+``--schedule``/``--microbatches``/``--recompute`` say otherwise; options that would define
+another problem (``--cluster``, ``--objective``, model options) need ``GRAPH PLAN``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from dnnpart.cli.args import add_problem_args, model_options, objective_from_args
+from dnnpart.cli.args import add_problem_args, add_trust_args, model_options, objective_from_args
 from dnnpart.cli.output import EXIT_OK, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, fmt, fmt_bytes
@@ -18,7 +23,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "simulate", help="simulate a plan: pipeline step (GPipe/1F1B) or op-level "
                          "schedule, with memory; --trace writes a Chrome trace")
     add_problem_args(p)
-    p.add_argument("plan", help="plan file")
+    p.add_argument("plan", nargs="?",
+                   help="plan file; a plan file alone (GRAPH left out) is simulated on the "
+                        "problem it names, with its schedule and micro-batches")
+    add_trust_args(p)
+    # unset, so that a plan file alone keeps its own (GRAPH PLAN: gpipe and 4, as before)
+    p.set_defaults(schedule=None, microbatches=None)
+    p.set_defaults(problem_defaults={d: p.get_default(d) for d in _PROBLEM_FLAGS})
     p.add_argument("--level", choices=("auto", "pipeline", "ops", "layerwise"), default="auto",
                    help="pipeline: stages (contiguous plans); ops: op-level emulation (paper 2); "
                         "layerwise: replay of a layer-wise strategy beside Eq. 1 (paper 3, "
@@ -36,21 +47,49 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+#: Options that define the problem (refused beside a plan file alone), by dest.
+_PROBLEM_FLAGS = {
+    "cluster": "--cluster", "objective": "--objective", "batch": "--batch",
+    "training_form": "--training-form", "overlap": "--overlap", "input_shape": "--input-shape",
+    "input_dtype": "--input-dtype", "training": "--training", "optimizer": "--optimizer",
+    "precision": "--precision", "frontend": "--frontend", "config": "--config",
+    "granularity": "--granularity",
+}
+
+
 def cmd_simulate(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.errors import FormatError, UsageError
     from dnnpart.io import read_plan
     from dnnpart.workflow import load_problem, simulate_plan
     from dnnpart.workflow.phases import phase
 
+    if args.microbatches is not None and args.microbatches < 1:
+        raise FormatError(f"--microbatches {args.microbatches}: expected an integer >= 1")
+    settings: dict[str, Any] = {
+        "level": args.level, "schedule": args.schedule, "microbatches": args.microbatches,
+        "contention": args.contention, "sync": args.sync, "trace": args.trace}
     with command_progress(out, "simulate") as progress:
-        with phase(progress, f"loading {args.graph}"):
-            problem = load_problem(args.graph, cluster=args.cluster or None,
-                                   objective=objective_from_args(args), model=model_options(args),
-                                   plan=args.plan)
-            plan = read_plan(args.plan, problem)
-        with phase(progress, "simulating"):
-            sim = simulate_plan(problem, plan, level=args.level, schedule=args.schedule,
-                                microbatches=args.microbatches, recompute=args.recompute,
-                                contention=args.contention, sync=args.sync, trace=args.trace)
+        if args.plan is None:  # a plan file alone: the problem it names
+            given = [flag for dest, flag in _PROBLEM_FLAGS.items()
+                     if getattr(args, dest) != args.problem_defaults[dest]]
+            if given:
+                raise UsageError(f"{given[0]}: a plan file alone is simulated on the problem it "
+                                 "names; give GRAPH PLAN to simulate it on another")
+            with phase(progress, f"loading {args.graph} and simulating"):
+                sim = simulate_plan(args.graph, model=args.model, trust=args.trust_plan,
+                                    recompute=args.recompute or None, **settings)
+            assert sim.problem is not None
+            problem = sim.problem
+        else:
+            if args.model is not None or args.trust_plan:
+                raise UsageError("--model/--trust-plan: for a plan file alone (dnnpart simulate PLAN)")
+            with phase(progress, f"loading {args.graph}"):
+                problem = load_problem(args.graph, cluster=args.cluster or None,
+                                       objective=objective_from_args(args),
+                                       model=model_options(args), plan=args.plan)
+                plan = read_plan(args.plan, problem)
+            with phase(progress, "simulating"):
+                sim = simulate_plan(problem, plan, recompute=args.recompute, **settings)
     if out.json_mode:
         out.json(dumps(sim.to_dict()))
         return EXIT_OK

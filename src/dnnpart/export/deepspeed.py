@@ -169,7 +169,7 @@ def stage_layer_type() -> type:
     if "StageLayer" not in _CLASSES:
         import torch
 
-        from dnnpart.export.training_run import _carry_module
+        from dnnpart.export.training_run import carry_module
 
         class StageLayer(torch.nn.Module):
             def __init__(self, folder: str, k: int) -> None:
@@ -178,7 +178,7 @@ def stage_layer_type() -> type:
                 self.index = k
                 self.tied: dict[str, str] = {t: f"stage.inner.{held[str(k)]}"
                                              for t, held in saved["tied"].items() if str(k) in held}
-                self.stage = _carry_module(saved["program"], k, saved["carry"])
+                self.stage = carry_module(saved["program"], k, saved["carry"])
 
             def forward(self, inputs: Any) -> Any:
                 args = inputs if isinstance(inputs, tuple) else (inputs,)

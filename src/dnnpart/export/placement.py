@@ -86,14 +86,27 @@ def placement_lines(problem: Problem, plan: Plan) -> list[str]:
     return lines
 
 
+#: aten ops of the exported module -> the op the training graph's ``make_fx`` replay records
+#: for them (aligned as one kind; the replay's extra ``getitem``/``t`` nodes stay unmatched).
+_SAME_OP = {
+    "conv1d": "convolution", "conv2d": "convolution", "conv3d": "convolution",
+    "batch_norm": "native_batch_norm", "_native_batch_norm_legit_no_training": "native_batch_norm",
+    "_native_batch_norm_legit_functional": "native_batch_norm",
+    "layer_norm": "native_layer_norm", "group_norm": "native_group_norm",
+    "max_pool2d": "max_pool2d_with_indices", "dropout": "native_dropout",
+    "linear": "mm", "addmm": "mm",
+}
+
+
 def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
     """Map forward operator names of a training graph onto the nodes of the graph module run.
 
     The training graph is a ``make_fx`` replay of the exported module, so its node names are
     its own (``addmm_1`` there need not be ``addmm_1`` in the module) and a few nodes differ
     (casts and assertions dropped, dropout replaced). ``ops`` is ``(name, aten op)`` in model
-    order; the two aten-op sequences are aligned (longest matching blocks, ``difflib``) and
-    matched nodes paired. Unmatched module nodes are left to :func:`complete_placement`.
+    order; the two aten-op sequences are aligned (longest matching blocks, ``difflib``; an op
+    and its decomposed form, ``conv2d`` and ``convolution``, count as one) and matched nodes
+    paired. Unmatched module nodes are left to :func:`complete_placement`.
 
     Examples
     --------
@@ -107,8 +120,8 @@ def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
     if gm is None:
         return {}
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
-    a = [t for _, t in ops]
-    b = [aten_op_name(n.target) for n in nodes]
+    a = [_SAME_OP.get(t, t) for _, t in ops]
+    b = [_SAME_OP.get(t, t) for t in (aten_op_name(n.target) for n in nodes)]
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     pairs: dict[str, str] = {}
     for block in matcher.get_matching_blocks():
@@ -118,10 +131,15 @@ def align_forward(gm: Any, ops: list[tuple[str, str]]) -> dict[str, str]:
 
 
 def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
-    """Give every operator of ``gm`` missing from ``device_of`` its producer's device.
+    """Give every operator of ``gm`` missing from ``device_of`` a device: that of the placed
+    operators of its innermost module that has any, where they all share one device, else its
+    producer's.
 
     An operator without placed producers takes its first placed consumer's device (device 0
-    if it has none). The result has one entry per operator of ``gm``, in graph order.
+    if it has none). The result has one entry per operator of ``gm``, in graph order. The
+    module comes first because an unplaced operator opening a module (a block's first
+    ``layer_norm``, which the training graph decomposes and the alignment leaves unmatched)
+    belongs with that module's stage, not with the stage of the block before it.
 
     A model planned on the meta device (``hf:``) is captured again with real weights to run;
     the two captures can differ in a few layout-only nodes (``contiguous`` after a transpose
@@ -142,11 +160,14 @@ def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
     """
     ops = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
     placed = dict(device_of)
+    by_module = _module_devices(ops, placed)
     missing = []
     for n in ops:
         if n.name in placed:
             continue
-        dev = next((placed[a.name] for a in n.all_input_nodes if a.name in placed), None)
+        dev = _module_device(n, by_module)
+        if dev is None:
+            dev = next((placed[a.name] for a in n.all_input_nodes if a.name in placed), None)
         if dev is None:
             missing.append(n)
         else:
@@ -154,3 +175,28 @@ def complete_placement(gm: Any, device_of: dict[str, int]) -> dict[str, int]:
     for n in reversed(missing):
         placed[n.name] = next((placed[u.name] for u in n.users if u.name in placed), 0)
     return {n.name: placed[n.name] for n in ops}
+
+
+def _module_paths(node: Any) -> list[str]:
+    """The modules ``node`` lies in, innermost first (``nn_module_stack``; none for fx traces)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return [str(v[0]) for v in reversed(list(stack.values())) if v and v[0]]
+
+
+def _module_devices(ops: list[Any], placed: dict[str, int]) -> dict[str, set[int]]:
+    """Devices of the placed operators under every module."""
+    out: dict[str, set[int]] = {}
+    for n in ops:
+        if n.name in placed:
+            for path in _module_paths(n):
+                out.setdefault(path, set()).add(placed[n.name])
+    return out
+
+
+def _module_device(node: Any, by_module: dict[str, set[int]]) -> int | None:
+    """The one device of the innermost module of ``node`` with placed operators, if one."""
+    for path in _module_paths(node):
+        devices = by_module.get(path)
+        if devices:
+            return next(iter(devices)) if len(devices) == 1 else None
+    return None

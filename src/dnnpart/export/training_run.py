@@ -33,7 +33,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,20 +188,23 @@ def carries(program: StagedProgram) -> list[tuple[str, ...]]:
     return out
 
 
-def _main_output(value: Any) -> Any:
+def main_output(value: Any) -> Any:
+    """The model output trained on: the first floating-point tensor of ``value`` (``None``)."""
     import torch
 
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         return value
     items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
     for x in items:
-        found = _main_output(x)
+        found = main_output(x)
         if found is not None:
             return found
     return None
 
 
-def _carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) -> Any:
+def carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) -> Any:
+    """Stage ``k`` as a module taking ``carry[k]`` and returning ``carry[k + 1]`` (the last
+    stage: the model's main output, :func:`main_output`), as ``PipelineStage`` needs."""
     import torch
 
     stage = program.stages[k]
@@ -220,7 +223,7 @@ def _carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) 
             results = self.inner(*(values[v] for v in stage.inputs))
             values.update(zip(stage.outputs, results, strict=True))
             if last:
-                main = _main_output(assemble_output(program, values))
+                main = main_output(assemble_output(program, values))
                 if main is None:
                     raise FormatError("the model's output has no floating-point tensor to train on")
                 return main.contiguous()
@@ -240,6 +243,29 @@ def _carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) 
     return CarryStage()
 
 
+def stage_examples(program: StagedProgram, carry: list[tuple[str, ...]],
+                   inputs: Sequence[Any], stages: int | None = None) -> list[tuple[Any, Any]]:
+    """``(input_args, output_args)`` of the first ``stages`` stages (default all) on one
+    micro-batch, for ``PipelineStage``.
+
+    Computed by running the stages: ``PipelineStage``'s own shape inference runs on the meta
+    device, whose strides differ from the CPU kernels' (gloo then rejects the non-contiguous
+    receive buffers it builds).
+    """
+    import torch
+
+    world = len(program.stages)
+    examples: list[tuple[Any, Any]] = []
+    with torch.no_grad():
+        args = tuple(inputs)
+        for k in range(world if stages is None else stages):
+            result = carry_module(program, k, carry)(*args)
+            outs = _example(result, True) if k == world - 1 else tuple(_example(r, True) for r in result)
+            examples.append((tuple(_example(a, k > 0) for a in args), outs))
+            args = result if isinstance(result, tuple) else (result,)
+    return examples
+
+
 def _example(x: Any, grad: bool) -> Any:
     """A detached copy; floating tensors between stages carry gradients."""
     y = x.detach().clone()
@@ -256,24 +282,39 @@ def reference_step(
     losses = []
     total = None
     for mb, target in zip(microbatches, targets, strict=True):
-        out = _main_output(gm(*mb))
+        out = main_output(gm(*mb))
         loss = torch.nn.functional.mse_loss(out, target)
         losses.append(float(loss.detach()))
         total = loss if total is None else total + loss
     assert total is not None
     (total / len(microbatches)).backward()  # type: ignore[no-untyped-call]
-    alias = _canonical_names(gm)
+    alias = canonical_names(gm)
     grads = {alias[n]: p.grad.detach().clone() for n, p in gm.named_parameters() if p.grad is not None}
     return losses, grads
 
 
-def _canonical_names(gm: Any) -> dict[str, str]:
+def canonical_names(gm: Any) -> dict[str, str]:
     """Every parameter name -> the first name of the same tensor (tied weights: one name)."""
     first: dict[int, str] = {}
     out = {}
     for n, p in gm.named_parameters(remove_duplicate=False):
         out[n] = first.setdefault(id(p), n)
     return out
+
+
+def gradient_difference(grads: Mapping[str, Any], reference: Mapping[str, Any]) -> tuple[float, float, str]:
+    """``(max |grad - reference|, max |reference|, the parameter of the largest difference)``
+    over every reference gradient; the difference is ``inf`` for a parameter without one."""
+    missing = sorted(set(reference) - set(grads))
+    if missing:
+        return float("inf"), 1.0, missing[0]
+    worst, worst_name, scale = 0.0, "", 0.0
+    for name, ref in reference.items():
+        d = float((grads[name].double() - ref.double()).abs().max()) if ref.numel() else 0.0
+        scale = max(scale, float(ref.double().abs().max()) if ref.numel() else 0.0)
+        if d >= worst:
+            worst, worst_name = d, name
+    return worst, scale, worst_name
 
 
 def run_training_step(
@@ -304,25 +345,15 @@ def run_training_step(
     n = len(microbatches)
     torch.manual_seed(0)
     with torch.no_grad():
-        shapes = [_main_output(gm(*mb)) for mb in microbatches[:1]]
+        shapes = [main_output(gm(*mb)) for mb in microbatches[:1]]
     if shapes[0] is None:
         raise FormatError("the model's output has no floating-point tensor to train on")
     targets = [torch.randn_like(shapes[0]) for _ in range(n)]
     batch = tuple(torch.cat([mb[i] for mb in microbatches]) for i in range(len(microbatches[0])))
     full_target = torch.cat(targets)
     world = len(program.stages)
-    alias = _canonical_names(gm)
-    # example arguments of every stage, computed here: PipelineStage's own shape inference
-    # runs on the meta device, whose strides differ from the CPU kernels' (gloo then rejects
-    # the non-contiguous receive buffers it builds)
-    examples: list[tuple[Any, Any]] = []
-    with torch.no_grad():
-        args = tuple(microbatches[0])
-        for k in range(world):
-            result = _carry_module(program, k, carry)(*args)
-            outs = _example(result, True) if k == world - 1 else tuple(_example(r, True) for r in result)
-            examples.append((tuple(_example(a, k > 0) for a in args), outs))
-            args = result if isinstance(result, tuple) else (result,)
+    alias = canonical_names(gm)
+    examples = stage_examples(program, carry, microbatches[0])
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
         run_workers(_worker, (world, port, program, carry, alias, examples, batch, full_target, n,
@@ -342,15 +373,9 @@ def run_training_step(
     for part in parts:
         for name, g in part["grads"].items():
             grads[name] = g if name not in grads else grads[name] + g
-    missing = sorted(set(ref_grads) - set(grads))
-    if missing:
-        raise RuntimeError(f"the pipeline produced no gradient for parameter {missing[0]!r}")
-    worst, worst_name, scale = 0.0, "", 0.0
-    for name, ref in ref_grads.items():
-        d = float((grads[name].double() - ref.double()).abs().max()) if ref.numel() else 0.0
-        scale = max(scale, float(ref.double().abs().max()) if ref.numel() else 0.0)
-        if d >= worst:
-            worst, worst_name = d, name
+    worst, scale, worst_name = gradient_difference(grads, ref_grads)
+    if worst == float("inf"):
+        raise RuntimeError(f"the pipeline produced no gradient for parameter {worst_name!r}")
     losses = [float(x) for x in parts[-1]["losses"]]
     return TrainingRun(
         schedule=schedule,
@@ -397,7 +422,7 @@ def _worker(
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
-        module = _carry_module(program, rank, carry)
+        module = carry_module(program, rank, carry)
         module.zero_grad(set_to_none=True)
         ins, outs = examples[rank]
         stage = PipelineStage(module, rank, world, torch.device("cpu"), input_args=ins, output_args=outs)

@@ -8,7 +8,9 @@ Formats (:data:`EXPORT_FORMATS`):
   any plan file: of a model, of a graph problem, or an expert split with ``graph=``);
 * ``torch``: a folder with one saved ``torch.fx`` module per stage and ``stages.json``
   (:mod:`dnnpart.export.stage_files`);
-* ``pipelining``: split points for ``torch.distributed.pipelining``;
+* ``pipelining``: a folder that ``torchrun --nproc-per-node S run_pipeline.py`` runs: the
+  script (:mod:`dnnpart.workflow.run_pipeline`), the plan, ``launch.json`` (rank -> stage ->
+  device, ``CUDA_VISIBLE_DEVICES``, ``pipeline()`` split points) and a ``README.md``;
 * ``deepspeed`` (a folder: ``PipelineModule``, ``ds_config.json``), ``megatron``
   (``--pipeline-model-parallel-layout``), ``torchtitan`` (a folder: its pipeline overrides):
   :mod:`dnnpart.workflow.runtime_exports`; each says which device runs which rank.
@@ -44,7 +46,8 @@ class ExportResult:
     Attributes
     ----------
     format : the format; ``out``: the file or folder written.
-    details : what the format adds: ``stages`` (torch), ``split_spec`` (pipelining), ``parts``
+    details : what the format adds: ``stages`` (torch, pipelining), ``split_spec``,
+        ``devices``, ``cuda_visible_devices`` and ``command`` (pipelining), ``parts``
         (deepspeed), ``layout`` (megatron), ``module_fqns_per_model_part`` (torchtitan),
         ``launch`` (the layer formats: stage -> rank -> device lines), ``nodes``
         (placement-text).
@@ -77,7 +80,8 @@ def export_plan(
     plan : a :class:`PlannedModel` or a plan file (``dnnpart plan -o``; for ``placement-text``
         any plan file).
     format : one of :data:`EXPORT_FORMATS`.
-    out : the output file (a folder for ``torch``, ``deepspeed`` and ``torchtitan``).
+    out : the output file (a folder for ``torch``, ``pipelining``, ``deepspeed`` and
+        ``torchtitan``).
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
     graph, cluster : ``placement-text`` only: the plan's graph (a file or ``zoo:NAME``) for a
         plan file that does not name it, and its cluster (default: the plan file's).
@@ -106,12 +110,15 @@ def export_plan(
         planned = with_runnable(plan) if isinstance(plan, PlannedModel) else \
             load_planned_model(plan, model=model, trust=trust)
     with phase(progress, f"writing {format}"):
-        return _write(planned, format, Path(out), str(plan) if not isinstance(plan, PlannedModel)
-                      else planned.spec or planned.problem.name)
+        if isinstance(plan, PlannedModel):
+            return _write(planned, format, Path(out), planned.spec or planned.problem.name)
+        return _write(planned, format, Path(out), str(plan), source=Path(plan), model=model,
+                      trust=trust)
 
 
-def _write(planned: PlannedModel, format: str, target: Path, where: str) -> ExportResult:
-    from dnnpart.export import pipelining_dict, placement_dict
+def _write(planned: PlannedModel, format: str, target: Path, where: str, *,
+           source: Path | None = None, model: str | None = None, trust: bool = True) -> ExportResult:
+    from dnnpart.export import placement_dict
     from dnnpart.io.dnn_partitioning import write_json_atomic
 
     run = planned.runnable
@@ -126,10 +133,8 @@ def _write(planned: PlannedModel, format: str, target: Path, where: str) -> Expo
 
         details.update(write_layer_export(planned, format, target, where))
     elif format == "pipelining":
-        data = pipelining_dict(imported.ir, planned_operator_devices(imported.ir, run.device_of),
-                               names)
-        write_json_atomic(data, target)
-        details["split_spec"] = list(data["split_spec"])
+        details.update(_write_pipelining(planned, target, where, source=source, model=model,
+                                         trust=trust))
     else:
         if run.module is None:
             raise FormatError(f"{where}: --format torch needs a torch model, not {run.source.spec}")
@@ -139,6 +144,65 @@ def _write(planned: PlannedModel, format: str, target: Path, where: str) -> Expo
         program = split_module(run.module, run.device_of)
         details["stages"] = len(write_stage_files(program, names, target, model=run.source.spec))
     return ExportResult(format=format, out=target, details=details)
+
+
+def _write_pipelining(planned: PlannedModel, target: Path, where: str, *, source: Path | None,
+                      model: str | None, trust: bool) -> dict[str, Any]:
+    """A folder ``torchrun`` runs: ``run_pipeline.py``, ``plan.json``, ``launch.json``, ``README.md``.
+
+    The stages are those ``dnnpart run`` runs (:func:`~dnnpart.workflow.running.pipeline_program`:
+    the plan's, on its devices, or a refusal naming the device); ``pipeline()`` split points
+    where every stage starts at a module, else the script runs dnnpart's stage modules.
+    """
+    import importlib.resources
+    import shutil
+
+    from dnnpart.export.pipelining import launch_command, launch_dict, readme_text, split_points
+    from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.workflow.running import pipeline_program, planned_microbatches, planned_schedule
+
+    run, imported = planned.runnable, planned.imported
+    assert run is not None and imported is not None
+    if target.exists() and not target.is_dir():
+        raise FormatError(f"-o {target}: --format pipelining writes a folder; {target} is a file")
+    program, _ = pipeline_program(planned, where)
+    stages: list[dict[str, Any]] = [{"device": s.device, "first_operator": s.nodes[0] if s.nodes else None,
+                                     "n_operators": len(s.nodes)} for s in program.stages]
+    note = ""
+    try:
+        placed = {n: s.device for s in program.stages for n in s.nodes}
+        points = split_points(imported.ir, planned_operator_devices(imported.ir, placed))
+        if [p["device"] for p in points] != [s["device"] for s in stages]:
+            raise FormatError("the planned operators and the module run give different stages")
+        for s, p in zip(stages, points, strict=True):
+            s["split_before"] = p["split_before"]
+    except FormatError as exc:
+        note = str(exc)
+    launch = launch_dict(stages, planned.problem.cluster, split_prefix=run.source.strip_prefix)
+    block = planned.model_block or {}
+    launch.update({
+        "format": "dnnpart.pipelining-launch", "version": 1, "plan": "plan.json",
+        "spec": planned.spec, "model": model, "trust_plan": bool(trust),
+        "training": bool(block.get("training")), "optimizer": block.get("optimizer"),
+        "schedule": planned_schedule(planned, None), "microbatches": planned_microbatches(planned, None),
+    })
+    if note:
+        launch["split_spec"], launch["split_note"] = {}, note
+        for row in launch["stages"]:
+            row["split_before"] = None
+    launch["command"] = launch_command(launch)
+    target.mkdir(parents=True, exist_ok=True)
+    if source is not None:
+        shutil.copyfile(source, target / "plan.json")
+    else:
+        planned.write(target / "plan.json")
+    write_json_atomic(launch, target / "launch.json")
+    script = importlib.resources.files("dnnpart.workflow").joinpath("run_pipeline.py").read_text()
+    (target / "run_pipeline.py").write_text(script)
+    (target / "README.md").write_text(readme_text(launch))
+    return {"stages": len(stages), "split_spec": list(launch["split_spec"]),
+            "devices": [r["device"] for r in launch["stages"]],
+            "cuda_visible_devices": launch["cuda_visible_devices"], "command": launch["command"]}
 
 
 def planned_operator_devices(ir: ModelIR, device_of: Mapping[str, int]) -> dict[str, int]:

@@ -157,7 +157,7 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
     from dnnpart.evaluate import evaluate
     from dnnpart.export import operator_devices
     from dnnpart.frontends.build import by_module, price_model
-    from dnnpart.frontends.sources import capture, import_source, inputs_from_json, resolve_model
+    from dnnpart.frontends.sources import capture, import_source, resolve_model
     from dnnpart.io.plan_files import parse_plan
 
     raw = model_block_of(data, path)
@@ -167,15 +167,7 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
     spec = plan_model_spec(block, path, model=model, trust=trust)
     priced = priced_cluster(str(block.get("cluster", DEFAULT_CLUSTER)), specs=block.get("specs"),
                             precision=str(block.get("precision", "fp32")))
-    options: dict[str, Any] = {
-        "input_shapes": block.get("input_shapes") or None,
-        "input_dtype": block.get("input_dtype"),
-        "frontend": str(block.get("frontend", "fx")),  # plans written before export was default
-        "config_file": block.get("config"),
-    }
-    if block.get("inputs"):  # named inputs, each with its dtype: the same inputs again
-        options |= {"input_shapes": None, "input_dtype": None,
-                    "inputs": inputs_from_json(block["inputs"], f"{path}: model.inputs")}
+    options = source_options(block, path)
     training = bool(block.get("training"))
     planned = resolve_model(spec, **options)
     gm = None
@@ -206,6 +198,38 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
         runnable=run, file_data=data)
 
 
+def source_options(block: Mapping[str, Any], path: str | Path = "<plan>") -> dict[str, Any]:
+    """The :func:`~dnnpart.frontends.sources.resolve_model` options of a plan's model block
+    (named inputs, each with its dtype, where the plan has them: the same inputs again)."""
+    options: dict[str, Any] = {
+        "input_shapes": block.get("input_shapes") or None,
+        "input_dtype": block.get("input_dtype"),
+        "frontend": str(block.get("frontend", "fx")),  # plans written before export was default
+        "config_file": block.get("config"),
+    }
+    if block.get("inputs"):
+        from dnnpart.frontends.sources import inputs_from_json
+
+        options |= {"input_shapes": None, "input_dtype": None,
+                    "inputs": inputs_from_json(block["inputs"], f"{path}: model.inputs")}
+    return options
+
+
+def rebuild_model(path: str | Path, *, model: str | None = None, trust: bool = False) -> Any:
+    """The model a plan file was made for, built again with its seeded weights (no pricing):
+    a :class:`~dnnpart.frontends.sources.ModelSource` as ``run`` uses, the same in every
+    process (``model``, ``trust``: as for :func:`load_planned_model`)."""
+    from dnnpart.frontends.sources import resolve_model
+    from dnnpart.io import fields as f
+
+    raw = model_block_of(f.read_json(path), path)
+    if raw is None:
+        raise FormatError(f"{path}: model: missing; a plan written by `dnnpart plan -o` names its model")
+    block = checked_block(raw, path, model=model)
+    spec = plan_model_spec(block, path, model=model, trust=trust)
+    return resolve_model(spec, materialize=True, **source_options(block, path))
+
+
 def runnable_model(planned: Any, spec: str, options: dict[str, Any], gm: Any, imported: Any,
               device_of: dict[str, int], *, training: bool) -> RunnableModel:
     """What running needs: real weights, the graph module and each of its operators' device.
@@ -223,7 +247,14 @@ def runnable_model(planned: Any, spec: str, options: dict[str, Any], gm: Any, im
         source = resolve_model(spec, materialize=True, **options)
         gm, _ = capture(source)
     if gm is not None and training and planned.frontend == "export":
-        fwd = [(op.name, op.source_type) for op in imported.ir.ops if op.name in device_of]
+        # the training graph's own forward operators (its names, aten ops), in capture order
+        import numpy as np
+
+        graph = imported.graph
+        kinds = graph.layer_attrs.kind if graph.layer_attrs is not None else ("",) * graph.n_nodes
+        order = np.argsort(graph.original_ids, kind="stable")
+        fwd = [(graph.names[v], kinds[v]) for v in order.tolist()
+               if not graph.is_backward[v] and kinds[v] != "parameter" and graph.names[v] in device_of]
         renamed = align_forward(gm, fwd)
         device_of = {renamed[k]: d for k, d in device_of.items() if k in renamed}
     if gm is not None:

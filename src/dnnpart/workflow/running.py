@@ -5,6 +5,13 @@ micro-batch, and are compared with the unpartitioned model (:class:`RunResult`).
 run one pipelined step, forward and backward, under a ``torch.distributed.pipelining``
 schedule, and their losses and gradients are compared with the unpartitioned step
 (:class:`TrainingRunResult`; see :mod:`dnnpart.export.training_run`).
+
+A plan runs as planned or not at all: every device that holds operators runs a stage, in the
+plan's order (:func:`pipeline_program` for training plans and the pipelining export), and the
+plan's schedule and micro-batches are used unless the caller names others. A plan that cannot
+run so is refused in one line naming the device and why (a device holding only backward
+operators, a backward placed away from its forward, a device whose operators the module run
+lacks).
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dnnpart.errors import FormatError
+from dnnpart.errors import FormatError, UsageError
 from dnnpart.workflow.loading import load_planned_model, with_runnable
 from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
 
 if TYPE_CHECKING:
+    from dnnpart.export.stages import StagedProgram
     from dnnpart.export.training_run import TrainingRun
 
 #: Micro-batches of an inference run when none is asked for.
@@ -145,7 +153,7 @@ def run_plan(
     plan : a :class:`PlannedModel` or a plan file written by ``dnnpart plan -o``.
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
     nproc : processes (default: one per device the plan uses; inference plans).
-    microbatches : micro-batches (inference: default 4; training: the plan's, else 4).
+    microbatches : micro-batches (default: the plan's, else 4).
     schedule : training plans: ``gpipe`` or ``1f1b`` (default: the plan's, else ``1f1b``).
     progress : told each phase as it starts (``"loading PLAN (capturing its model)"``,
         ``"running N stage processes"``, ...; see :mod:`dnnpart.workflow.phases`).
@@ -170,6 +178,9 @@ def run_plan(
     >>> ran.stages >= 1 and ran.relative_diff < 1e-5
     True
     """
+    for flag, value in (("--microbatches", microbatches), ("--nproc", nproc)):
+        if value is not None and (isinstance(value, bool) or value < 1):  # before any capture
+            raise UsageError(f"{flag} {value}: expected an integer >= 1")
     where, method, block = _what_it_is(plan)
     if method is not None:  # refused before the model is captured
         raise FormatError(
@@ -181,7 +192,7 @@ def run_plan(
         loaded = with_runnable(plan) if isinstance(plan, PlannedModel) else \
             load_planned_model(plan, model=model, trust=trust)
     if block.get("training"):
-        return _run_training(loaded, where, block, microbatches=microbatches, schedule=schedule,
+        return _run_training(loaded, where, microbatches=microbatches, schedule=schedule,
                              progress=progress)
     return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches,
                           progress=progress)
@@ -210,10 +221,8 @@ def _torch_model(planned: PlannedModel, where: str) -> tuple[Any, Any, dict[str,
 
 def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
                    microbatches: int | None, progress: ProgressFactory | None = None) -> RunResult:
-    micro = DEFAULT_MICROBATCHES if microbatches is None else microbatches
+    micro = planned_microbatches(planned, microbatches)
     source, gm, device_of = _torch_model(planned, where)
-    if micro < 1:
-        raise FormatError(f"--microbatches {micro}: expected >= 1")
     import torch
 
     from dnnpart.export.runtime import run_distributed
@@ -221,6 +230,7 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
     from dnnpart.frontends.sources import example_inputs
 
     program = split_module(gm, device_of)
+    _check_devices_ran(planned, program.devices, where)
     if nproc is not None and nproc < len(program.devices):
         raise FormatError(f"--nproc {nproc}: the plan uses {len(program.devices)} devices")
     batches = [
@@ -240,29 +250,17 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
         max_abs_reference=max(_max_abs(r) for r in references))
 
 
-def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *,
+def _run_training(planned: PlannedModel, where: str, *,
                   microbatches: int | None, schedule: str | None,
                   progress: ProgressFactory | None = None) -> TrainingRunResult:
-    from dnnpart.export.stages import split_module
-    from dnnpart.export.training_run import (
-        check_linear,
-        device_order,
-        linearize,
-        run_training_step,
-    )
+    from dnnpart.export.training_run import run_training_step
     from dnnpart.frontends.sources import example_inputs
 
-    source, gm, device_of = _torch_model(planned, where)
-    plan, problem = planned.require_plan(), planned.problem
-    if plan.replica_of is not None and len(set(plan.replica_of.tolist())) < len(plan.replica_of):
-        check_linear(split_module(gm, device_of), replicated=True)
-    chosen = schedule or str(block.get("schedule") or "1f1b")
-    n_micro = microbatches or int(block.get("microbatches") or DEFAULT_MICROBATCHES)
-    if n_micro < 1:
-        raise FormatError(f"--microbatches {n_micro}: expected >= 1")
-    order = device_order(problem.graph, plan.assignment)
-    device_of, moved = linearize(gm, device_of, order)
-    program = split_module(gm, device_of)
+    source, gm, _ = _torch_model(planned, where)
+    problem = planned.problem
+    chosen = planned_schedule(planned, schedule)
+    n_micro = planned_microbatches(planned, microbatches)
+    program, moved = pipeline_program(planned, where)
     batches = [
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(n_micro)
@@ -291,6 +289,126 @@ def _run_training(planned: PlannedModel, where: str, block: Mapping[str, Any], *
 def _processes(n: int) -> str:
     """The phase of running the stages in ``n`` processes."""
     return f"running {n} stage process{'' if n == 1 else 'es'}"
+
+
+def planned_microbatches(planned: PlannedModel, asked: int | None) -> int:
+    """Micro-batches of a run: ``asked``, else the plan's, else :data:`DEFAULT_MICROBATCHES`.
+
+    Raises
+    ------
+    UsageError
+        ``asked`` is below 1.
+    """
+    if asked is not None and (isinstance(asked, bool) or asked < 1):
+        raise UsageError(f"--microbatches {asked}: expected an integer >= 1")
+    if asked is not None:
+        return int(asked)
+    stored = planned.microbatches if planned.microbatches is not None else \
+        (planned.model_block or {}).get("microbatches")
+    return int(stored) if isinstance(stored, int) and stored >= 1 else DEFAULT_MICROBATCHES
+
+
+def planned_schedule(planned: PlannedModel, asked: str | None) -> str:
+    """Schedule of a training run: ``asked``, else the plan's, else ``1f1b``."""
+    from dnnpart.export.training_run import SCHEDULES
+
+    chosen = asked or planned.schedule or str((planned.model_block or {}).get("schedule") or "1f1b")
+    if chosen not in SCHEDULES:
+        raise UsageError(f"--schedule {chosen}: expected one of {', '.join(SCHEDULES)}")
+    return chosen
+
+
+def pipeline_program(planned: PlannedModel, where: str) -> tuple[StagedProgram, int]:
+    """The linear pipeline a schedule runs for ``planned``: exactly the plan's stages, on
+    exactly its devices, in the plan's order; and how many operators moved to their
+    producers' stage (the two captures name a few differently, see
+    :func:`~dnnpart.export.training_run.linearize`).
+
+    Raises
+    ------
+    FormatError
+        One line naming the device and why the plan cannot run as planned: replicated stages,
+        devices passing activations both ways, a device holding no forward operator, a
+        backward operator placed away from its forward, a device the module run lacks.
+    """
+    from dnnpart.export.stages import split_module
+    from dnnpart.export.training_run import check_linear, device_order, linearize
+
+    _, gm, device_of = _torch_model(planned, where)
+    plan, problem = planned.require_plan(), planned.problem
+    if plan.is_replicated:
+        check_linear(split_module(gm, device_of), replicated=True)
+    order = device_order(problem.graph, plan.assignment)
+    _check_backward_placement(planned, order, where)
+    device_of, moved = linearize(gm, device_of, order)
+    program = split_module(gm, device_of)
+    check_linear(program)
+    _check_devices_ran(planned, tuple(s.device for s in program.stages), where, order=order)
+    return program, moved
+
+
+def _check_backward_placement(planned: PlannedModel, order: list[int], where: str) -> None:
+    """Every device holding operators runs forward operators, and every backward operator
+    runs where its forward does (what a pipeline schedule executes)."""
+    import numpy as np
+
+    problem, a = planned.problem, planned.require_plan().assignment
+    g, names = problem.graph, [d.name for d in problem.cluster.devices]
+    held = np.bincount(a, minlength=len(names))
+    for d in np.flatnonzero(held).tolist():
+        if d not in order:
+            raise FormatError(
+                f"{where}: device {names[d]} holds {held[d]} operators but no forward operator; a "
+                "pipeline schedule runs each stage's backward where its forward runs, so the "
+                "plan cannot run as planned (plan with --schedule)")
+    of = g.forward_of
+    if of is None:
+        return
+    # forward partners joined to the forward computation by an edge: an isolated forward node
+    # (a dead allocation of the autograd replay) runs nowhere, and its placement says nothing
+    fwd = ~g.is_backward
+    src = np.repeat(np.arange(g.n_nodes), np.diff(g.succ_ptr))
+    dst = g.succ_idx.astype(np.int64)
+    both = fwd[src] & fwd[dst]
+    joined = np.zeros(g.n_nodes, dtype=bool)
+    joined[src[both]] = joined[dst[both]] = True
+    has = np.flatnonzero(g.is_backward & (of >= 0))
+    has = has[joined[of[has]]]
+    away = has[a[has] != a[of[has]]]
+    if away.size:
+        v = int(away[0])
+        raise FormatError(
+            f"{where}: device {names[a[v]]} runs the backward of operator {g.names[of[v]]!r}, "
+            f"planned on {names[a[of[v]]]} ({away.size} backward operators away from their forward); "
+            "a pipeline schedule runs each stage's backward where its forward runs (plan with "
+            "--schedule)")
+
+
+def _check_devices_ran(planned: PlannedModel, ran: tuple[int, ...], where: str, *,
+                       order: list[int] | None = None) -> None:
+    """The module run has a stage on every device the plan gives forward operators (and, for
+    a pipeline, in the plan's ``order``)."""
+    import numpy as np
+
+    problem, a = planned.problem, planned.require_plan().assignment
+    names = [d.name for d in problem.cluster.devices]
+    fwd = ~problem.graph.is_backward
+    planned_devices = order if order is not None else sorted(set(a[fwd].tolist()))
+    missing = [d for d in planned_devices if d not in ran]
+    if missing:
+        d = missing[0]
+        g = problem.graph
+        v = int(np.flatnonzero(fwd & (a == d))[0])
+        path = g.module_paths[v] if g.module_paths is not None else ""
+        raise FormatError(
+            f"{where}: device {names[d]} holds {int(np.sum(a[fwd] == d))} forward operators of the "
+            f"plan (e.g. {g.names[v]!r}{f' in {path}' if path else ''}) and the module run has none "
+            "of them (the planned graph decomposes operators, such as attention, that the module "
+            "runs whole); the plan cannot run as planned -- cut it between modules")
+    if order is not None and list(dict.fromkeys(ran)) != list(order):
+        raise FormatError(
+            f"{where}: the module run orders the stages {', '.join(names[d] for d in dict.fromkeys(ran))}"
+            f", the plan {', '.join(names[d] for d in order)}; the plan cannot run as planned")
 
 
 def _max_abs(a: Any) -> float:

@@ -98,7 +98,7 @@ def _deepspeed(planned: PlannedModel, target: Path, where: str, spec: str,
     from dnnpart.export.launch import launch_lines, launch_map
     from dnnpart.export.stages import split_module
     from dnnpart.export.training_run import (
-        _canonical_names,
+        canonical_names,
         carries,
         check_linear,
         device_order,
@@ -124,7 +124,7 @@ def _deepspeed(planned: PlannedModel, target: Path, where: str, spec: str,
     size, micro = _micro(block)
     config = ds_config(micro_batch_size=size, microbatches=micro, optimizer=block.get("optimizer"),
                        n_stages=len(stage_devices))
-    info = write_deepspeed(target, program, carries(program), _canonical_names(gm), config=config,
+    info = write_deepspeed(target, program, carries(program), canonical_names(gm), config=config,
                            launch=launch, model=spec)
     details: dict[str, Any] = {"parts": info["parts"], "launch": launch_lines(launch)}
     if stages is None:

@@ -36,6 +36,7 @@ class Simulation:
     result : the simulator's own result (:class:`~dnnpart.simulate.PipelineResult`,
         :class:`~dnnpart.simulate.OpSchedule` or :class:`~dnnpart.simulate.LayerwiseReplay`).
     schedule, microbatches, sync : the settings simulated.
+    problem : the problem simulated (its cluster names the devices).
     """
 
     level: str
@@ -44,6 +45,7 @@ class Simulation:
     schedule: str
     microbatches: int
     sync: str
+    problem: Problem | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The summary (JSON-ready)."""
@@ -51,9 +53,11 @@ class Simulation:
 
 
 def simulate_plan(
-    target: PlannedModel | Problem,
+    target: PlannedModel | Problem | str | Path,
     plan: Plan | None = None,
     *,
+    model: str | None = None,
+    trust: bool = False,
     level: str = "auto",
     schedule: str | None = None,
     microbatches: int | None = None,
@@ -66,7 +70,9 @@ def simulate_plan(
 
     Parameters
     ----------
-    target, plan : a :class:`PlannedModel`, or a problem and its plan.
+    target, plan : a :class:`PlannedModel`, a problem and its plan, or a plan file alone (of
+        a model, ``dnnpart plan -o``, or of a graph it names, ``dnnpart solve -o``).
+    model, trust : for a plan file of a model, as for :func:`~dnnpart.workflow.load_plan`.
     level : ``auto``, ``pipeline``, ``ops`` or ``layerwise``.
     schedule, microbatches, recompute : the pipeline's (default: the objective's).
     contention : ops: a physical link carries one transfer at a time.
@@ -89,9 +95,19 @@ def simulate_plan(
     ('pipeline', True)
     >>> simulate_plan(problem, solve(problem, "dp").plan, level="ops").summary["makespan"] > 0
     True
+    >>> import os, tempfile
+    >>> from dnnpart.workflow import write_solved_plan
+    >>> path = os.path.join(tempfile.mkdtemp(), "plan.json")
+    >>> write_solved_plan(problem, solve(problem, "dp"), path, "zoo:bert-3")
+    >>> simulate_plan(path, microbatches=8).microbatches
+    8
     """
     from dnnpart import simulate
 
+    if isinstance(target, (str, Path)):
+        if plan is not None:
+            raise UsageError("simulate_plan: a plan file holds its plan; pass no plan beside it")
+        target = _load_alone(target, model=model, trust=trust)
     problem = target.problem if isinstance(target, PlannedModel) else target
     if plan is None:
         if not isinstance(target, PlannedModel):
@@ -104,7 +120,7 @@ def simulate_plan(
     if level == "layerwise" or (level == "auto" and plan.layer_configs is not None):
         replay, figures = _replay(problem, plan, sync, trace)
         return Simulation(level="layerwise", summary=figures, result=replay, schedule=schedule,
-                          microbatches=microbatches, sync=sync)
+                          microbatches=microbatches, sync=sync, problem=problem)
     stages = None
     if level in ("auto", "pipeline"):
         try:
@@ -136,7 +152,23 @@ def simulate_plan(
         simulate.write_chrome_trace(timeline, trace)
         summary["trace"] = trace
     return Simulation(level=level, summary=summary, result=result, schedule=schedule,
-                      microbatches=microbatches, sync=sync)
+                      microbatches=microbatches, sync=sync, problem=problem)
+
+
+def _load_alone(path: str | Path, *, model: str | None, trust: bool) -> PlannedModel:
+    """A plan file read with the problem it names (its model block, or its graph)."""
+    from dnnpart.io import fields as f
+    from dnnpart.workflow.loading import load_plan, model_block_of
+
+    text = str(path)
+    if not Path(text).is_file():
+        raise UsageError(f"{text}: no such plan file; simulate takes a plan file alone, or a "
+                         "graph and its plan (dnnpart simulate GRAPH PLAN)")
+    data = f.require_mapping(f.read_json(text), text)
+    if model_block_of(data, text) is None and "graph" not in data:
+        raise UsageError(f"{text}: the plan names no model or graph; give its graph: "
+                         "dnnpart simulate GRAPH PLAN")
+    return load_plan(text, model=model, trust=trust)
 
 
 def _replay(problem: Problem, plan: Plan, sync: str,
