@@ -88,10 +88,11 @@ def run_model(name: str, spec: str, tmp: Path, env: dict[str, str]) -> dict[str,
     if proc.returncode != 0 or not plan.exists():
         return row
     result = json.loads(proc.stdout)
-    row["blocks"] = str(result.get("stats", {}).get("blocks", "?"))
-    stage_blocks = result.get("stats", {}).get("stage_blocks") or []
-    row["stages"] = str(len(stage_blocks))
-    memory = (result.get("evaluation") or {}).get("simulation", {}).get("memory") or []
+    row["blocks"] = str(result.get("blocks", "?"))
+    simulation = (result.get("evaluation") or {}).get("simulation") or {}
+    n_stages = len(simulation.get("stages") or [])
+    row["stages"] = str(n_stages)
+    memory = simulation.get("memory") or []
     acts = [m.get("activations", 0.0) for m in memory]
     row["activations"] = ("all > 0 (" + ", ".join(f"{a / 1e6:.3g}" for a in acts) + " MB)"
                           if acts and all(a > 0 for a in acts) else f"NOT all > 0: {acts}")
@@ -102,7 +103,7 @@ def run_model(name: str, spec: str, tmp: Path, env: dict[str, str]) -> dict[str,
     row["export pipelining"] = _cell(rc, t, why)
     script = pipe / "run_pipeline.py"
     if rc == 0 and script.exists():
-        rc, t, why = _torchrun(script, len(stage_blocks), env)
+        rc, t, why = _torchrun(script, n_stages, env)
         row["torchrun"] = _cell(rc, t, why)
     for fmt in ("deepspeed", "megatron", "torchtitan"):
         target = tmp / f"{name}-{fmt}"

@@ -18,6 +18,7 @@ files that name their graph. Nothing here prints: messages come back as data (``
 through a ``notify`` callback.
 """
 
+from dnnpart.workflow.applying import pipeline_schedule, pipeline_stage
 from dnnpart.workflow.exporting import EXPORT_FORMATS, ExportResult, export_plan
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, ModelImport, import_model
 from dnnpart.workflow.inputs import load_problem
@@ -48,6 +49,8 @@ __all__ = [
     "load_plan",
     "load_planned_model",
     "load_problem",
+    "pipeline_schedule",
+    "pipeline_stage",
     "plan_model",
     "run_plan",
     "simulate_plan",

@@ -151,6 +151,8 @@ def pipeline_stage(source: Any, launch: dict[str, Any], rank: int, device: Any,
 
     from torch.distributed.pipelining import SplitPoint, pipeline
 
+    from dnnpart.workflow.applying import retarget
+
     spec = launch.get("split_spec")
     if not spec:
         raise LaunchError(launch.get("split_note") or "the plan has no split points")
@@ -168,9 +170,7 @@ def pipeline_stage(source: Any, launch: dict[str, Any], rank: int, device: Any,
 def manual_stage(plan: Path, launch: dict[str, Any], rank: int, device: Any,
                  example: tuple[Any, ...]) -> Any:
     """Stage ``rank`` from dnnpart's own stage modules, as ``dnnpart run`` builds them."""
-    from torch.distributed.pipelining import PipelineStage
-
-    from dnnpart.export.training_run import carries, carry_module, stage_examples
+    from dnnpart.workflow.applying import program_stage
     from dnnpart.workflow.loading import load_planned_model
     from dnnpart.workflow.running import pipeline_program
 
@@ -181,42 +181,7 @@ def manual_stage(plan: Path, launch: dict[str, Any], rank: int, device: Any,
     if ran != wanted:
         raise LaunchError(f"the stage modules run on {', '.join(ran)}, launch.json says "
                           f"{', '.join(wanted)}; export the plan again")
-    carry = carries(program)
-    examples = stage_examples(program, carry, example, stages=rank + 1)
-    ins, outs = examples[rank]
-    module = carry_module(program, rank, carry)
-    retarget(module, device)
-    module.to(device)
-    move = _to(device)
-    return PipelineStage(module, rank, len(program.stages), device,
-                         input_args=move(ins), output_args=move(outs))
-
-
-def retarget(module: Any, device: Any) -> None:
-    """Point the tensor factories that a trace recorded on the CPU (``arange(...,
-    device=cpu)`` for position ids) at ``device``, in every ``fx`` graph of ``module``."""
-    import torch
-
-    if device.type == "cpu":
-        return
-    for gm in (m for m in module.modules() if isinstance(m, torch.fx.GraphModule)):
-        changed = False
-        for node in gm.graph.nodes:
-            old = node.kwargs.get("device")
-            if isinstance(old, torch.device) and old.type == "cpu":
-                node.update_kwarg("device", device)
-                changed = True
-        if changed:
-            gm.recompile()
-
-
-def _to(device: Any) -> Any:
-    def move(x: Any) -> Any:
-        if isinstance(x, tuple):
-            return tuple(move(v) for v in x)
-        return x.to(device) if hasattr(x, "to") else x
-
-    return move
+    return program_stage(program, rank, device, example)
 
 
 def build_stage(args: argparse.Namespace, launch: dict[str, Any], source: Any, rank: int,
