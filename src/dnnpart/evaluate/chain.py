@@ -4,7 +4,9 @@ The plan's devices that hold nodes are its stages, in forward data-flow order
 (:func:`dnnpart.simulate.stages.chain_order`); each node's position is its stage. Stage times
 and memory follow :mod:`dnnpart.pricing.chain`; the objective is the largest stage time.
 Beside it, the step is simulated (:func:`dnnpart.simulate.simulate_pipeline`) with the same
-stages, the same carried messages as stage edges, the plan's schedule and micro-batches: its
+stages, the same carried messages as stage edges (but for backward values sent up or read by
+a forward operator, which would make a stage wait on a later phase), the plan's schedule and
+micro-batches: its
 step time, time per micro-batch and bubble go into the evaluation's figures, with each
 stage's time, memory by part and the bottleneck stage.
 
@@ -147,8 +149,10 @@ def _simulated(problem: Problem, order: list[int], times: FloatArray,
     edges = []
     for j in range(n_stages - 1):
         for (direction, pu, pv), nbytes in zip(MESSAGE_KINDS, crossing[j].tolist(), strict=True):
-            if nbytes <= 0 or (direction == UP and pu == B):
-                continue  # a backward value sent up would wait on a later backward: not carried
+            if nbytes <= 0 or (direction == UP and pu == B) or (pu == B and pv == F):
+                # a backward value sent up, or read by a forward operator (an optimizer
+                # update), would make a stage wait on a later phase: left out of the step
+                continue
             src, dst = (j, j + 1) if direction == UP else (j + 1, j)
             edges.append(StageEdge(src=src, dst=dst, bytes=nbytes, src_phase=pu, dst_phase=pv))
     r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=objective.microbatches,
