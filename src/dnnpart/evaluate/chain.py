@@ -4,8 +4,7 @@ The plan's devices that hold nodes are its stages, in forward data-flow order
 (:func:`dnnpart.simulate.stages.chain_order`); each node's position is its stage. Stage times
 and memory follow :mod:`dnnpart.pricing.chain`; the objective is the largest stage time.
 Beside it, the step is simulated (:func:`dnnpart.simulate.simulate_pipeline`) with the same
-stages, the same carried messages as stage edges (but for backward values sent up or read by
-a forward operator, which would make a stage wait on a later phase), the plan's schedule and
+stages, the same per-micro-batch messages as stage edges, the plan's schedule and
 micro-batches: its
 step time, time per micro-batch and bubble go into the evaluation's figures, with each
 stage's time, memory by part and the bottleneck stage.
@@ -27,13 +26,13 @@ from dnnpart.plan import Plan
 from dnnpart.pricing.chain import (
     MESSAGE_KINDS,
     UP,
-    B,
     F,
     boundary_bytes,
     chain_compute,
     message_time,
     node_activation_bytes,
     optimizer_factor,
+    per_microbatch,
     positions_sum,
     stage_memory,
     stage_weights,
@@ -136,9 +135,23 @@ def _simulated(problem: Problem, order: list[int], times: FloatArray,
                inputs: FloatArray, k: float) -> dict[str, Any]:
     """The simulator's step for the same stages and messages."""
     from dnnpart.simulate import simulate_pipeline
-    from dnnpart.stages import Stage, StageEdge
 
     g, objective = problem.graph, problem.objective
+    stages, edges = _stage_list(problem, order, times, pos, crossing, weights, acts, inputs)
+    r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=objective.microbatches,
+                          schedule=objective.schedule, recompute=objective.recompute,
+                          training=g.is_training, optimizer_factor=k)
+    return {"simulated_step_time": r.step_time, "simulated_time_per_microbatch": r.time_per_sample,
+            "bubble_fraction": r.bubble_fraction}
+
+
+def _stage_list(problem: Problem, order: list[int], times: FloatArray, pos: IntArray,
+                crossing: FloatArray, weights: FloatArray, acts: FloatArray,
+                inputs: FloatArray) -> tuple[list[Any], list[Any]]:
+    """The simulator's stages and stage edges of a linear pipeline (see the module docstring)."""
+    from dnnpart.stages import Stage, StageEdge
+
+    g = problem.graph
     n_stages = len(order)
     fw = positions_sum(np.where(g.is_backward, 0.0, times), pos, n_stages)
     bw = positions_sum(np.where(g.is_backward, times, 0.0), pos, n_stages)
@@ -149,17 +162,33 @@ def _simulated(problem: Problem, order: list[int], times: FloatArray,
     edges = []
     for j in range(n_stages - 1):
         for (direction, pu, pv), nbytes in zip(MESSAGE_KINDS, crossing[j].tolist(), strict=True):
-            if nbytes <= 0 or (direction == UP and pu == B) or (pu == B and pv == F):
-                # a backward value sent up, or read by a forward operator (an optimizer
-                # update), would make a stage wait on a later phase: left out of the step
-                continue
+            if nbytes <= 0 or not per_microbatch((direction, pu, pv)):
+                continue  # once per step (a tied weight's gradient): not a stage edge
             src, dst = (j, j + 1) if direction == UP else (j + 1, j)
             edges.append(StageEdge(src=src, dst=dst, bytes=nbytes, src_phase=pu, dst_phase=pv))
-    r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=objective.microbatches,
-                          schedule=objective.schedule, recompute=objective.recompute,
-                          training=g.is_training, optimizer_factor=k)
-    return {"simulated_step_time": r.step_time, "simulated_time_per_microbatch": r.time_per_sample,
-            "bubble_fraction": r.bubble_fraction}
+    return stages, edges
+
+
+def chain_stages(problem: Problem, plan: Plan) -> tuple[list[Any], list[Any], float] | None:
+    """The simulator's ``(stages, edges, optimizer factor)`` of a plan scored as a linear
+    pipeline (what the ``stages`` objective simulates beside its value), or ``None`` when the
+    plan is not one (replicas, devices feeding each other in a cycle)."""
+    from dnnpart.simulate.stages import chain_order
+
+    g, cluster = problem.graph, problem.cluster
+    order, why = chain_order(problem, plan)
+    if plan.is_replicated or why:
+        return None
+    assignment = plan.assignment.astype(np.int64)
+    index = np.full(cluster.n_devices, -1, np.int64)
+    index[np.asarray(order, np.int64)] = np.arange(len(order))
+    pos = index[assignment]
+    crossing = boundary_bytes(g, pos, len(order))
+    stages, edges = _stage_list(
+        problem, order, node_times(g, cluster, assignment), pos, crossing,
+        stage_weights(g, pos, len(order)), positions_sum(node_activation_bytes(g), pos, len(order)),
+        received_inputs(crossing, len(order)))
+    return stages, edges, optimizer_factor(g)
 
 
 def stage_rows(problem: Problem, plan: Plan, figures: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,10 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
   ``residual``) and control edges move nothing: a stage reads its own copy of a weight. A
   crossing is a message from the lower to the upper stage (*up*) or back (*down*), labelled
   by the producer's phase and the earliest phase that needs it beyond the boundary (forward
-  when a forward consumer lies there), as the simulator's stage edges are.
+  when a forward consumer lies there), as the simulator's stage edges are. A backward value
+  sent up (the gradient of a weight a later stage also holds: a tied embedding) or read by a
+  forward operator (an optimizer update) moves once per step, as runtimes exchange it, not
+  per micro-batch: it is left out of the stage time (choice; :func:`per_microbatch`).
 * **Stage time** (per micro-batch): forward + backward compute of its nodes on its device
   (forward again with recomputation) plus paper 4's Eq. 6 for every message at its two
   boundaries (``latency + bytes / bandwidth`` of the device pair, on both ends): Eq. 5 with
@@ -47,9 +50,36 @@ F, B = 0, 1
 MESSAGE_KINDS: tuple[tuple[int, int, int], ...] = tuple(
     (d, pu, pv) for d in (UP, DOWN) for pu in (F, B) for pv in (F, B))
 
-__all__ = ["MESSAGE_KINDS", "ChainMemory", "boundary_bytes", "chain_compute", "in_flight",
-           "message_time", "node_activation_bytes", "node_weight_bytes", "optimizer_factor",
-           "positions_sum", "stage_memory", "stage_weights", "weight_readers"]
+
+def per_microbatch(kind: tuple[int, int, int]) -> bool:
+    """Whether a message kind moves once per micro-batch: not a backward value sent up (the
+    gradient of a weight a later stage also holds, such as a tied embedding's) nor one read by
+    a forward operator (an optimizer update): runtimes exchange those once per step.
+
+    Examples
+    --------
+    >>> per_microbatch((UP, F, F)), per_microbatch((DOWN, B, B)), per_microbatch((UP, B, B))
+    (True, True, False)
+    """
+    direction, pu, pv = kind
+    return not ((direction == UP and pu == B) or (pu == B and pv == F))
+
+__all__ = [
+    "MESSAGE_KINDS",
+    "ChainMemory",
+    "boundary_bytes",
+    "chain_compute",
+    "in_flight",
+    "message_time",
+    "node_activation_bytes",
+    "node_weight_bytes",
+    "optimizer_factor",
+    "per_microbatch",
+    "positions_sum",
+    "stage_memory",
+    "stage_weights",
+    "weight_readers",
+]
 
 
 def node_weight_bytes(g: Graph) -> FloatArray:
@@ -196,12 +226,13 @@ def boundary_bytes(g: Graph, position: npt.ArrayLike, n_positions: int) -> Float
 
 
 def message_time(topo: Topology, row: FloatArray, lower: int, upper: int, time_unit_s: float) -> float:
-    """Eq. 6 time of one boundary's messages between devices ``lower`` (the lower stage's)
-    and ``upper``: one message per nonzero kind, each ``latency + bytes / bandwidth``."""
+    """Eq. 6 time of one boundary's per-micro-batch messages between devices ``lower`` (the
+    lower stage's) and ``upper``: one message per nonzero kind, each ``latency + bytes /
+    bandwidth``."""
     total = 0.0
-    for (direction, _, _), nbytes in zip(MESSAGE_KINDS, row.tolist(), strict=True):
-        if nbytes > 0:
-            a, b = (lower, upper) if direction == UP else (upper, lower)
+    for kind, nbytes in zip(MESSAGE_KINDS, row.tolist(), strict=True):
+        if nbytes > 0 and per_microbatch(kind):
+            a, b = (lower, upper) if kind[0] == UP else (upper, lower)
             total += float(topo.transfer_time(nbytes, a, b))
     return total / time_unit_s
 

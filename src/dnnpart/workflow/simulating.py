@@ -6,7 +6,9 @@ pipeline (GPipe or 1F1B, replicas, recomputation, memory per device;
 by operator with memory (paper 2; :func:`dnnpart.simulate.emulate_ops`); ``layerwise`` replays
 a layer-wise strategy task by task beside Eq. 1 (paper 3; :func:`dnnpart.simulate.replay_strategy`).
 ``auto`` picks ``layerwise`` for plans with layer configurations, ``pipeline`` where the
-plan's stages form a pipeline, else ``ops``.
+plan's stages form a pipeline (for the ``stages`` objective: its linear pipeline with the
+values carried between neighbouring stages, :func:`dnnpart.evaluate.chain.chain_stages`, as
+``evaluate`` simulates it), else ``ops``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from dnnpart.errors import UsageError
 from dnnpart.plan import Plan
-from dnnpart.problem import Problem
+from dnnpart.problem import STAGES, Problem
 from dnnpart.workflow.planned import PlannedModel
 
 LEVELS = ("auto", "pipeline", "ops", "layerwise")
@@ -122,7 +124,16 @@ def simulate_plan(
         return Simulation(level="layerwise", summary=figures, result=replay, schedule=schedule,
                           microbatches=microbatches, sync=sync, problem=problem)
     stages = None
-    if level in ("auto", "pipeline"):
+    factor = 2.0
+    if level in ("auto", "pipeline") and objective.kind == STAGES:
+        # a trainer's pipeline: its stages with the messages carried between neighbours
+        from dnnpart.evaluate.chain import chain_stages
+
+        chained = chain_stages(problem, plan)
+        if chained is not None:
+            stages, factor = (chained[0], chained[1]), chained[2]
+            level = "pipeline"
+    if stages is None and level in ("auto", "pipeline"):
         try:
             stages = simulate.stages_from_plan(problem, plan)
             level = "pipeline"
@@ -136,7 +147,7 @@ def simulate_plan(
         assert stages is not None
         result = simulate.simulate_pipeline(
             stages[0], c, edges=stages[1], microbatches=microbatches, schedule=schedule,
-            recompute=recompute, training=problem.graph.is_training)
+            recompute=recompute, training=problem.graph.is_training, optimizer_factor=factor)
         summary: dict[str, Any] = {"level": "pipeline", **result.to_dict(c)}
         timeline = result.timeline
     else:
