@@ -71,8 +71,14 @@ class _ValueRef(str):
     """A value name inside the output template (distinguishes names from user strings)."""
 
 
-def split_module(gm: fx.GraphModule, device_of: Mapping[str, int]) -> StagedProgram:
+def split_module(gm: fx.GraphModule, device_of: Mapping[str, int],
+                 order: Sequence[int] | None = None) -> StagedProgram:
     """Split ``gm`` into stages; ``device_of`` maps every operator's fx node name to a device.
+
+    Stages follow the data flow: a new stage starts where an operator's input comes from
+    another device. With ``order`` (a linear pipeline's devices, every operator's inputs on
+    its own device or an earlier one), stage ``i`` is all of device ``order[i]``'s operators,
+    also those that read only the model's inputs (a position table a later block builds).
 
     Raises
     ------
@@ -89,12 +95,16 @@ def split_module(gm: fx.GraphModule, device_of: Mapping[str, int]) -> StagedProg
             f"{missing[0]!r}; was the plan made for this model and input shape?"
         )
     level: dict[str, int] = {}
-    for n in ops:
-        lv = 0
-        for a in n.all_input_nodes:
-            if a.name in level:
-                lv = max(lv, level[a.name] + (device_of[a.name] != device_of[n.name]))
-        level[n.name] = lv
+    if order is not None:
+        rank = {d: i for i, d in enumerate(order)}
+        level = {n.name: rank[device_of[n.name]] for n in ops}
+    else:
+        for n in ops:
+            lv = 0
+            for a in n.all_input_nodes:
+                if a.name in level:
+                    lv = max(lv, level[a.name] + (device_of[a.name] != device_of[n.name]))
+            level[n.name] = lv
     keys = sorted({(level[n.name], device_of[n.name]) for n in ops})
     stage_of = {n.name: keys.index((level[n.name], device_of[n.name])) for n in ops}
 

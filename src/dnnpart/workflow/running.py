@@ -341,7 +341,7 @@ def pipeline_program(planned: PlannedModel, where: str) -> tuple[StagedProgram, 
     order = device_order(problem.graph, plan.assignment)
     _check_backward_placement(planned, order, where)
     device_of, moved = linearize(gm, device_of, order)
-    program = split_module(gm, device_of)
+    program = split_module(gm, device_of, order)
     check_linear(program)
     _check_devices_ran(planned, tuple(s.device for s in program.stages), where, order=order)
     return program, moved
