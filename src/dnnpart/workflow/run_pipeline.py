@@ -132,9 +132,12 @@ def loss_of(out: Any, step: int, index: int, n_micro: int) -> Any:
 
 
 def make_optimizer(params: list[Any], name: str | None, lr: float) -> Any:
-    """The plan's optimizer (``adam``), else SGD."""
+    """The plan's optimizer (``adam``), else SGD; ``None`` for a stage without parameters (a
+    stage of masks and position tables has nothing to update)."""
     import torch
 
+    if not params:
+        return None
     if name == "adam":
         return torch.optim.Adam(params, lr=lr)
     return torch.optim.SGD(params, lr=lr)
@@ -398,7 +401,8 @@ def _run(args: argparse.Namespace, launch: dict[str, Any], rank: int, world: int
         if args.check:
             dist.all_gather_object(grads, local_gradients(params, alias))
         sync_tied(params, alias, shapes, device)
-        optimizer.step()
+        if optimizer is not None:
+            optimizer.step()
         if last:
             values = [float(x.detach()) for x in losses]
             print(f"step {step + 1}: loss {sum(values) / len(values)!r}", flush=True)
