@@ -166,8 +166,32 @@ def pipeline_stage(source: Any, launch: dict[str, Any], rank: int, device: Any,
     if pipe.num_stages != len(launch["stages"]):
         raise LaunchError(f"pipeline() built {pipe.num_stages} stages for the plan's "
                           f"{len(launch['stages'])}")
+    if device.type == "cpu":
+        _check_contiguous(pipe.split_gm, example)
     retarget(pipe.get_stage_module(rank), device)
     return pipe.build_stage(rank, device)
+
+
+def _check_contiguous(split_gm: Any, example: tuple[Any, ...]) -> None:
+    """Raise :class:`LaunchError` where a stage of ``pipeline()``'s split would send a
+    non-contiguous tensor (a transposed view between BERT's blocks): gloo sends contiguous
+    tensors only, so dnnpart's stage modules (which send copies) run instead."""
+    import torch
+
+    sent: list[tuple[str, Any]] = []
+
+    class Recorder(torch.fx.Interpreter):
+        def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+            out = super().call_module(target, args, kwargs)
+            sent.append((str(target), out))
+            return out
+
+    with torch.no_grad():
+        Recorder(split_gm).run(*example)
+    for name, out in sent[:-1]:  # the last stage's output stays on its rank
+        values = out if isinstance(out, tuple) else (out,)
+        if any(isinstance(v, torch.Tensor) and not v.is_contiguous() for v in values):
+            raise LaunchError(f"pipeline()'s {name} sends a non-contiguous tensor, which gloo refuses")
 
 
 def manual_stage(plan: Path, launch: dict[str, Any], rank: int, device: Any,

@@ -66,25 +66,6 @@ def plan_unit_stages(planned: PlannedModel) -> UnitStages:
                        graph_devices(graph, planned.require_plan().assignment))
 
 
-def _by_unit(planned: PlannedModel, stages: UnitStages | None, device_of: dict[str, int]) -> dict[str, int]:
-    """The device of every operator of the module run: its layer unit's stage device.
-
-    The module run is a second capture matched to the planned graph by operator sequence,
-    which can shift an operator at a cut (a block's first layer norm) to the neighbouring
-    stage; for a block-aligned plan each operator is put back with its unit (free operators
-    keep their matched device).
-    """
-    from dnnpart.export.layers import layer_units
-
-    if stages is None or planned.imported is None:
-        return device_of
-    units = layer_units(planned.imported.ir)
-    device = {name: stages.devices[s] for name, s in zip(stages.units.names, stages.stage_of, strict=True)}
-    by_op = {op: device[name] for name, ops in zip(units.names, units.ops, strict=True)
-             if name in device for op in ops if op not in units.free}
-    return {op: by_op.get(op, d) for op, d in device_of.items()}
-
-
 def _micro(block: dict[str, Any]) -> tuple[int, int]:
     """(micro-batch size, micro-batches) of a plan's model block."""
     shapes = block.get("input_shapes") or [[1]]
@@ -96,29 +77,20 @@ def _deepspeed(planned: PlannedModel, target: Path, where: str, spec: str,
                block: dict[str, Any]) -> dict[str, Any]:
     from dnnpart.export.deepspeed import ds_config, write_deepspeed
     from dnnpart.export.launch import launch_lines, launch_map
-    from dnnpart.export.stages import split_module
-    from dnnpart.export.training_run import (
-        canonical_names,
-        carries,
-        check_linear,
-        device_order,
-        linearize,
-    )
+    from dnnpart.export.training_run import canonical_names, carries
+    from dnnpart.workflow.running import pipeline_program
+
     run = planned.runnable
     assert run is not None
     if run.module is None:
         raise FormatError(f"{where}: --format deepspeed needs a torch model, not {run.source.spec}")
-    plan = planned.require_plan()
     gm = run.module
     try:  # which blocks each stage holds, where the plan cuts between whole blocks
         stages: UnitStages | None = plan_unit_stages(planned)
     except FormatError as exc:
         stages, why = None, str(exc)
-    order = device_order(planned.problem.graph, plan.assignment)
-    device_of, _ = linearize(gm, _by_unit(planned, stages, run.device_of), order)
-    program = split_module(gm, device_of)
-    check_linear(program, replicated=plan.replica_of is not None
-                 and len(set(plan.replica_of.tolist())) < len(plan.replica_of))
+    # exactly the stages `dnnpart run` runs (one rule for matching the module to the plan)
+    program, _ = pipeline_program(planned, where)
     stage_devices = [s.device for s in program.stages]
     launch = launch_map(planned.problem.cluster, stage_devices)
     size, micro = _micro(block)
