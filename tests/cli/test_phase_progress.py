@@ -103,7 +103,7 @@ def test_run_names_the_capture_and_the_processes(fast_clock: None, plan_file: Pa
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(plan_file), "--trust-plan"]) == 0
     captured = capsys.readouterr()
-    used = re.search(r"ran \d+ stages on (\d+) devices", captured.out)
+    used = re.search(r"in (\d+) gloo process", captured.out)
     assert used, captured.out
     processes = int(used[1])
     assert _phases(_lines(captured.err, "run")) == [

@@ -340,11 +340,72 @@ def pipeline_program(planned: PlannedModel, where: str) -> tuple[StagedProgram, 
         check_linear(split_module(gm, device_of), replicated=True)
     order = device_order(problem.graph, plan.assignment)
     _check_backward_placement(planned, order, where)
+    by_block = block_placement(planned, gm)
+    if by_block is not None:  # a plan of whole blocks: each operator with its block
+        device_of = {k: by_block.get(k, d) for k, d in device_of.items()}
     device_of, moved = linearize(gm, device_of, order)
     program = split_module(gm, device_of, order)
     check_linear(program)
     _check_devices_ran(planned, tuple(s.device for s in program.stages), where, order=order)
     return program, moved
+
+
+def block_placement(planned: PlannedModel, gm: Any) -> dict[str, int] | None:
+    """Where each operator of the module run goes when the plan holds whole block units
+    (:func:`dnnpart.graph.blocks.node_units`, every unit on one device): by its own module
+    path, so no matching of the two captures operator by operator can shift one to a
+    neighbouring stage. A block's operators go to its device; an operator outside every block
+    to the prologue's device when no block precedes it, to the epilogue's when no block
+    follows it, else to the device of the last block it depends on (the units' own rules).
+    ``None`` when the plan splits a unit or a unit merges several blocks.
+    """
+    import numpy as np
+
+    from dnnpart.graph.blocks import block_keys, node_units
+
+    g, a = planned.problem.graph, planned.require_plan().assignment
+    units = node_units(g)
+    device: dict[str, int] = {}
+    for u, name in enumerate(units.names):
+        held = np.unique(a[units.unit == u])
+        if held.size != 1 or ".." in name:
+            return None
+        device[name] = int(held[0])
+    run = planned.runnable
+    strip = f"{run.source.strip_prefix}." if run is not None and run.source.strip_prefix else ""
+    ops = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+
+    def path_of(n: Any) -> str:
+        stack = n.meta.get("nn_module_stack") or {}
+        path = str(list(stack.values())[-1][0]) if stack else ""
+        return path[len(strip):] if strip and path.startswith(strip) else path
+
+    keys = dict(zip((n.name for n in ops), block_keys([path_of(n) for n in ops]), strict=True))
+    if not any(k in device for k in keys.values() if k):
+        return None
+    rank = {d: i for i, d in enumerate(dict.fromkeys(device.values()))}
+    before: dict[str, int] = {}  # the latest block device an operator depends on (-1: none)
+    for n in ops:
+        lv = max((before[x.name] for x in n.all_input_nodes if x.name in before), default=-1)
+        key = keys[n.name]
+        before[n.name] = max(lv, rank[device[key]]) if key in device else lv
+    feeds_block: set[str] = set()
+    for n in reversed(ops):
+        if keys[n.name] in device or any(u.name in feeds_block for u in n.users):
+            feeds_block.add(n.name)
+    by_rank = list(dict.fromkeys(device.values()))
+    out: dict[str, int] = {}
+    for n in ops:
+        key = keys[n.name]
+        if key in device:
+            out[n.name] = device[key]
+        elif before[n.name] < 0:
+            out[n.name] = device.get("prologue", by_rank[0])
+        elif n.name not in feeds_block:
+            out[n.name] = device.get("epilogue", by_rank[-1])
+        else:
+            out[n.name] = by_rank[before[n.name]]
+    return out
 
 
 def _check_backward_placement(planned: PlannedModel, order: list[int], where: str) -> None:
