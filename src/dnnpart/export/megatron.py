@@ -40,18 +40,19 @@ def check_family(ir: ModelIR) -> None:
         Two block stacks (an encoder-decoder), no token embedding, or convolutions in blocks.
     """
     units = layer_units(ir)
+    kinds = {op.name: op.spec.op_type for op in ir.ops}
+    # no token embedding first: a CNN's head (a numbered Sequential) would read as a second stack
+    embedding_ops = units.ops[units.names.index(EMBEDDING)] if EMBEDDING in units.names else ()
+    if not any(kinds[o] == "embedding" for o in embedding_ops):
+        raise UsageError(
+            f"--format megatron: {ir.name} has no token embedding before its blocks (a CNN or a "
+            "vision model); Megatron's pipeline layout has no such model family (language models)")
     containers = units.block_containers
     if len(containers) > 1:
         raise UsageError(
             f"--format megatron: {ir.name} is an encoder-decoder (block stacks "
             f"{', '.join(repr(c) for c in containers)}); Megatron's pipeline layout has no "
             "encoder-decoder family (one decoder stack only)")
-    kinds = {op.name: op.spec.op_type for op in ir.ops}
-    embedding_ops = units.ops[units.names.index(EMBEDDING)] if EMBEDDING in units.names else ()
-    if not any(kinds[o] == "embedding" for o in embedding_ops):
-        raise UsageError(
-            f"--format megatron: {ir.name} has no token embedding before its blocks (a CNN or a "
-            "vision model); Megatron's pipeline layout has no such model family (language models)")
     block_ops = [o for name, kind, ops in zip(units.names, units.kinds, units.ops, strict=True)
                  if kind == "block" for o in ops]
     conv = next((o for o in block_ops if "conv" in kinds[o]), None)
