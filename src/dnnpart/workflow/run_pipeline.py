@@ -166,10 +166,35 @@ def pipeline_stage(source: Any, launch: dict[str, Any], rank: int, device: Any,
     if pipe.num_stages != len(launch["stages"]):
         raise LaunchError(f"pipeline() built {pipe.num_stages} stages for the plan's "
                           f"{len(launch['stages'])}")
+    _check_no_skips(pipe.split_gm)
     if device.type == "cpu":
         _check_contiguous(pipe.split_gm, example)
     retarget(pipe.get_stage_module(rank), device)
     return pipe.build_stage(rank, device)
+
+
+def _check_no_skips(split_gm: Any) -> None:
+    """Raise :class:`LaunchError` where a value of ``pipeline()``'s split skips a stage (a
+    rotary table stage 0 builds and every later block reads): its schedules cannot run the
+    backward of skip connections, so dnnpart's stage modules (which carry such values through
+    the stages between) run instead."""
+    stages = [n for n in split_gm.graph.nodes if n.op == "call_module"]
+    index = {n.name: i for i, n in enumerate(stages)}
+
+    def readers(node: Any) -> list[int]:
+        found: list[int] = []
+        for user in node.users:
+            if user.op == "call_module":
+                found.append(index[user.name])
+            elif user.op == "call_function":  # getitem of a stage's tuple output
+                found += readers(user)
+        return found
+
+    for n in split_gm.graph.nodes:
+        first = index.get(n.name, -1) + 1 if n.op == "call_module" else 0
+        if n.op in ("call_module", "placeholder") and any(i > first for i in readers(n)):
+            raise LaunchError(f"pipeline()'s split passes {n.name!r} past a stage (a skip "
+                              "connection), whose backward its schedules do not run")
 
 
 def _check_contiguous(split_gm: Any, example: tuple[Any, ...]) -> None:
