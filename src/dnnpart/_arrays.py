@@ -25,3 +25,19 @@ def unique_ints(values: npt.ArrayLike) -> npt.NDArray[Any]:
     keep[0] = True
     np.not_equal(flat[1:], flat[:-1], out=keep[1:])
     return flat[keep]
+
+
+def set_bits(mask: int) -> list[int]:
+    """Indices of the set bits of ``mask``, lowest first (a Python int as a bit set).
+
+    Examples
+    --------
+    >>> set_bits(0b10110)
+    [1, 2, 4]
+    """
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out

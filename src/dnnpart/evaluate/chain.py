@@ -67,23 +67,13 @@ def score_chain(problem: Problem, plan: Plan, assignment: IntArray) -> ChainScor
     >>> s.value, s.figures["bottleneck"]
     (3.0, 1)
     """
-    from dnnpart.simulate.stages import chain_order
-
     g, cluster, objective = problem.graph, problem.cluster, problem.objective
     static = np.bincount(assignment, weights=g.memory_bytes, minlength=cluster.n_devices)
-    if plan.is_replicated:
-        return ChainScore(float("inf"), static.astype(np.float64), {},
-                          "the stages objective scores one copy of each stage: no replicas")
-    order, why = chain_order(problem, plan)
-    if why:
-        return ChainScore(float("inf"), static.astype(np.float64), {},
-                          f"not a linear pipeline: {why}")
+    c = _chain(problem, plan)
+    if isinstance(c, str):
+        return ChainScore(float("inf"), static.astype(np.float64), {}, c)
+    order, pos, times, crossing = c.order, c.pos, c.times, c.crossing
     n_stages = len(order)
-    index = np.full(cluster.n_devices, -1, np.int64)
-    index[np.asarray(order, np.int64)] = np.arange(n_stages)
-    pos = index[assignment]
-    training = g.is_training
-    times = node_times(g, cluster, assignment)
     compute = chain_compute(times, g, pos, n_stages, objective.recompute)
     crossing = boundary_bytes(g, pos, n_stages)
     topo = Topology.from_matrices(cluster.bandwidth, cluster.latency)
@@ -92,14 +82,11 @@ def score_chain(problem: Problem, plan: Plan, assignment: IntArray) -> ChainScor
         x = message_time(topo, crossing[j], order[j], order[j + 1], cluster.time_unit_s)
         stage_time[j] += x
         stage_time[j + 1] += x
-    weights = stage_weights(g, pos, n_stages)
-    acts = positions_sum(node_activation_bytes(g), pos, n_stages)
-    inputs = received_inputs(crossing, n_stages)
-    k = optimizer_factor(g)
-    parts = [stage_memory(weights=float(weights[i]), activations=float(acts[i]),
-                          inputs=float(inputs[i]), stage=i, n_stages=n_stages,
+    k = c.k
+    parts = [stage_memory(weights=float(c.weights[i]), activations=float(c.acts[i]),
+                          inputs=float(c.inputs[i]), stage=i, n_stages=n_stages,
                           schedule=objective.schedule, microbatches=objective.microbatches,
-                          recompute=objective.recompute, training=training, k=k)
+                          recompute=objective.recompute, training=g.is_training, k=k)
              for i in range(n_stages)]
     memory = np.zeros(cluster.n_devices)
     for i, d in enumerate(order):
@@ -117,7 +104,7 @@ def score_chain(problem: Problem, plan: Plan, assignment: IntArray) -> ChainScor
         "microbatches": objective.microbatches,
         "recompute": objective.recompute,
     }
-    figures.update(_simulated(problem, order, times, pos, crossing, weights, acts, inputs, k))
+    figures.update(_simulated(problem, c))
     return ChainScore(float(stage_time.max()), memory, figures)
 
 
@@ -130,38 +117,71 @@ def received_inputs(crossing: FloatArray, n_stages: int) -> FloatArray:
     return out
 
 
-def _simulated(problem: Problem, order: list[int], times: FloatArray,
-               pos: IntArray, crossing: FloatArray, weights: FloatArray, acts: FloatArray,
-               inputs: FloatArray, k: float) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True, eq=False)
+class _Chain:
+    """A plan as a linear pipeline: its stage devices in order, each node's stage, node times,
+    the bytes crossing each boundary, and per stage weights, stashed and received bytes."""
+
+    order: list[int]
+    pos: IntArray
+    times: FloatArray
+    crossing: FloatArray
+    weights: FloatArray
+    acts: FloatArray
+    inputs: FloatArray
+    k: float
+
+
+def _chain(problem: Problem, plan: Plan) -> _Chain | str:
+    """The plan's :class:`_Chain`, or why it is not a linear pipeline."""
+    from dnnpart.simulate.stages import chain_order
+
+    g, cluster = problem.graph, problem.cluster
+    if plan.is_replicated:
+        return "the stages objective scores one copy of each stage: no replicas"
+    order, why = chain_order(problem, plan)
+    if why:
+        return f"not a linear pipeline: {why}"
+    n_stages = len(order)
+    assignment = plan.assignment.astype(np.int64)
+    index = np.full(cluster.n_devices, -1, np.int64)
+    index[np.asarray(order, np.int64)] = np.arange(n_stages)
+    pos = index[assignment]
+    crossing = boundary_bytes(g, pos, n_stages)
+    return _Chain(order=order, pos=pos, times=node_times(g, cluster, assignment), crossing=crossing,
+                  weights=stage_weights(g, pos, n_stages),
+                  acts=positions_sum(node_activation_bytes(g), pos, n_stages),
+                  inputs=received_inputs(crossing, n_stages), k=optimizer_factor(g))
+
+
+def _simulated(problem: Problem, c: _Chain) -> dict[str, Any]:
     """The simulator's step for the same stages and messages."""
     from dnnpart.simulate import simulate_pipeline
 
     g, objective = problem.graph, problem.objective
-    stages, edges = _stage_list(problem, order, times, pos, crossing, weights, acts, inputs)
+    stages, edges = _stage_list(problem, c)
     r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=objective.microbatches,
                           schedule=objective.schedule, recompute=objective.recompute,
-                          training=g.is_training, optimizer_factor=k)
+                          training=g.is_training, optimizer_factor=c.k)
     return {"simulated_step_time": r.step_time, "simulated_time_per_microbatch": r.time_per_sample,
             "bubble_fraction": r.bubble_fraction}
 
 
-def _stage_list(problem: Problem, order: list[int], times: FloatArray, pos: IntArray,
-                crossing: FloatArray, weights: FloatArray, acts: FloatArray,
-                inputs: FloatArray) -> tuple[list[Any], list[Any]]:
+def _stage_list(problem: Problem, c: _Chain) -> tuple[list[Any], list[Any]]:
     """The simulator's stages and stage edges of a linear pipeline (see the module docstring)."""
     from dnnpart.stages import Stage, StageEdge
 
     g = problem.graph
-    n_stages = len(order)
-    fw = positions_sum(np.where(g.is_backward, 0.0, times), pos, n_stages)
-    bw = positions_sum(np.where(g.is_backward, times, 0.0), pos, n_stages)
+    n_stages = len(c.order)
+    fw = positions_sum(np.where(g.is_backward, 0.0, c.times), c.pos, n_stages)
+    bw = positions_sum(np.where(g.is_backward, c.times, 0.0), c.pos, n_stages)
     stages = [Stage(devices=(d,), forward=float(fw[i]), backward=float(bw[i]),
-                    weight_bytes=float(weights[i]), activation_bytes=float(acts[i]),
-                    input_bytes=float(inputs[i]), name=problem.cluster.devices[d].name)
-              for i, d in enumerate(order)]
+                    weight_bytes=float(c.weights[i]), activation_bytes=float(c.acts[i]),
+                    input_bytes=float(c.inputs[i]), name=problem.cluster.devices[d].name)
+              for i, d in enumerate(c.order)]
     edges = []
     for j in range(n_stages - 1):
-        for (direction, pu, pv), nbytes in zip(MESSAGE_KINDS, crossing[j].tolist(), strict=True):
+        for (direction, pu, pv), nbytes in zip(MESSAGE_KINDS, c.crossing[j].tolist(), strict=True):
             if nbytes <= 0 or not per_microbatch((direction, pu, pv)):
                 continue  # once per step (a tied weight's gradient): not a stage edge
             src, dst = (j, j + 1) if direction == UP else (j + 1, j)
@@ -173,22 +193,11 @@ def chain_stages(problem: Problem, plan: Plan) -> tuple[list[Any], list[Any], fl
     """The simulator's ``(stages, edges, optimizer factor)`` of a plan scored as a linear
     pipeline (what the ``stages`` objective simulates beside its value), or ``None`` when the
     plan is not one (replicas, devices feeding each other in a cycle)."""
-    from dnnpart.simulate.stages import chain_order
-
-    g, cluster = problem.graph, problem.cluster
-    order, why = chain_order(problem, plan)
-    if plan.is_replicated or why:
+    c = _chain(problem, plan)
+    if isinstance(c, str):
         return None
-    assignment = plan.assignment.astype(np.int64)
-    index = np.full(cluster.n_devices, -1, np.int64)
-    index[np.asarray(order, np.int64)] = np.arange(len(order))
-    pos = index[assignment]
-    crossing = boundary_bytes(g, pos, len(order))
-    stages, edges = _stage_list(
-        problem, order, node_times(g, cluster, assignment), pos, crossing,
-        stage_weights(g, pos, len(order)), positions_sum(node_activation_bytes(g), pos, len(order)),
-        received_inputs(crossing, len(order)))
-    return stages, edges, optimizer_factor(g)
+    stages, edges = _stage_list(problem, c)
+    return stages, edges, c.k
 
 
 def stage_rows(problem: Problem, plan: Plan, figures: dict[str, Any]) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import set_bits
 from dnnpart.graph.core import NO_CLASS, NO_FORWARD, RESIDUAL, Graph
 from dnnpart.graph.scc import strong_components
 
@@ -205,8 +206,8 @@ def node_units(graph: Graph) -> BlockUnits:
         if key_of[v]:
             pos[v] = 1 + order[block_id[key_of[v]]]
             continue
-        lo = max((order[b] for b in _bits(anc[v])), default=-1)
-        hi = min((order[b] for b in _bits(desc[v])), default=k_n)
+        lo = max((order[b] for b in set_bits(anc[v])), default=-1)
+        hi = min((order[b] for b in set_bits(desc[v])), default=k_n)
         pos[v] = 0 if lo < 0 else (k_n + 1 if hi >= k_n else 1 + lo)
     # operators outside blocks that read no activation (parameters, a weight's transpose,
     # constants) go with their first consumer: a stage computes its own, nothing is sent
@@ -286,15 +287,6 @@ def _colocated(graph: Graph, units: BlockUnits) -> BlockUnits:
     return BlockUnits(unit=new_id[units.unit], names=tuple(names))
 
 
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
-
-
 def _block_order(blocks: list[str], reached: list[tuple[int, int]]) -> dict[int, int]:
     """Block -> position: a topological order of the blocks' data flow, blocks on a cycle
     merged into one position, ties by first appearance."""
@@ -304,7 +296,7 @@ def _block_order(blocks: list[str], reached: list[tuple[int, int]]) -> dict[int,
     src: list[int] = []
     dst: list[int] = []
     for bits, b in reached:
-        for a in _bits(bits):
+        for a in set_bits(bits):
             if a != b:
                 src.append(a)
                 dst.append(b)

@@ -34,6 +34,7 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -254,16 +255,17 @@ def in_flight(schedule: str, microbatches: int, n_stages: int, stage: int, train
 
 @dataclass(frozen=True, slots=True)
 class ChainMemory:
-    """One stage's peak memory by part (bytes)."""
+    """One stage's peak memory by part (bytes; arrays of one value per candidate when
+    :func:`stage_memory` was given arrays)."""
 
-    weights: float
-    gradients: float
-    optimizer_state: float
-    activations: float
+    weights: Any
+    gradients: Any
+    optimizer_state: Any
+    activations: Any
     in_flight: int
 
     @property
-    def total(self) -> float:
+    def total(self) -> Any:
         return self.weights + self.gradients + self.optimizer_state + self.activations
 
     def to_dict(self) -> dict[str, float]:
@@ -272,10 +274,12 @@ class ChainMemory:
                 "in_flight": float(self.in_flight), "total": self.total}
 
 
-def stage_memory(*, weights: float, activations: float, inputs: float, stage: int, n_stages: int,
+def stage_memory(*, weights: Any, activations: Any, inputs: Any, stage: int, n_stages: int,
                  schedule: str, microbatches: int, recompute: bool, training: bool,
                  k: float) -> ChainMemory:
-    """Peak memory of stage ``stage`` of ``n_stages`` (see the module docstring).
+    """Peak memory of stage ``stage`` of ``n_stages`` (see the module docstring): the one
+    formula, for a finished plan (floats) and for the DP's candidate stages (arrays, one value
+    per start).
 
     Examples
     --------
@@ -289,9 +293,9 @@ def stage_memory(*, weights: float, activations: float, inputs: float, stage: in
         act = flight * inputs + activations
     else:
         act = flight * activations
-    return ChainMemory(weights=weights, gradients=weights if training else 0.0,
-                       optimizer_state=k * weights if training else 0.0, activations=act,
-                       in_flight=flight)
+    return ChainMemory(weights=weights, gradients=weights if training else 0.0 * weights,
+                       optimizer_state=k * weights if training else 0.0 * weights,
+                       activations=act, in_flight=flight)
 
 
 def stage_weights(g: Graph, position: npt.ArrayLike, n_positions: int) -> FloatArray:

@@ -24,11 +24,11 @@ from dnnpart.pricing.chain import (
     F,
     boundary_bytes,
     chain_compute,
-    in_flight,
     message_time,
     node_activation_bytes,
     optimizer_factor,
     positions_sum,
+    stage_memory,
     weight_readers,
 )
 from dnnpart.pricing.loads import node_times
@@ -86,15 +86,11 @@ class ChainTables:
         (:func:`~dnnpart.pricing.chain.stage_memory`, element-wise)."""
         obj = problem.objective
         starts = np.asarray(a, dtype=np.int64)
-        weights = self.weights[starts, b]
-        acts = self.activations[b] - self.activations[starts]
-        flight = in_flight(obj.schedule, obj.microbatches, n_stages, i, self.training)
-        if self.training and obj.recompute:
-            stash = flight * self.inputs[starts] + acts
-        else:
-            stash = flight * acts
-        static = weights * ((2.0 + self.k) if self.training else 1.0)
-        out: FloatArray = np.asarray(static + stash, dtype=np.float64)
+        out: FloatArray = np.asarray(stage_memory(
+            weights=self.weights[starts, b], activations=self.activations[b] - self.activations[starts],
+            inputs=self.inputs[starts], stage=i, n_stages=n_stages, schedule=obj.schedule,
+            microbatches=obj.microbatches, recompute=obj.recompute, training=self.training,
+            k=self.k).total, dtype=np.float64)
         return out
 
 

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart._arrays import set_bits
 from dnnpart.errors import UsageError
 from dnnpart.graph.stage_graph import StageGraph
 from dnnpart.problem import Problem
@@ -152,20 +153,11 @@ class _Pricer:
         self.overlap = problem.objective.overlap
         self.priced = 0
 
-    @staticmethod
-    def _bits(mask: int) -> list[int]:
-        out = []
-        while mask:
-            low = mask & -mask
-            out.append(low.bit_length() - 1)
-            mask ^= low
-        return out
-
     def _memory_ok(self, nodes: list[int], cap: float) -> bool:
         return bool(sum(self.memory[v] for v in nodes) <= cap)
 
     def cpu(self, s: int) -> float:
-        nodes = self._bits(s)
+        nodes = set_bits(s)
         if not self._memory_ok(nodes, self.cpu_cap):
             return math.inf
         return float(sum(self.cpu_time[v] for v in nodes))
@@ -173,7 +165,7 @@ class _Pricer:
     def acc(self, s: int, segment: int) -> float:
         """Load of slice ``s`` on an accelerator whose group holds ``segment``."""
         self.priced += 1
-        nodes = self._bits(s)
+        nodes = set_bits(s)
         if not self._memory_ok(nodes, self.acc_cap):
             return math.inf
         compute = float(sum(self.acc_time[v] for v in nodes))
@@ -193,7 +185,7 @@ class _Pricer:
                 for v, c in self.out_edges[u]:
                     if not (s >> v) & 1:
                         comm_out += c * (inter if (outside >> v) & 1 else intra)
-        for p in self._bits(feeders & ~s):
+        for p in set_bits(feeders & ~s):
             rate = inter if (outside >> p) & 1 else intra
             if self.uniform[p]:
                 comm_in += self.cost[p] * rate
@@ -247,7 +239,7 @@ def run_hierarchy_dp_plain(
     comp = [0.0] * n_ideals
     bad = [0] * n_ideals
     for i in range(1, n_ideals):
-        nodes = _Pricer._bits(members[added[i]])
+        nodes = set_bits(members[added[i]])
         comp[i] = comp[parent[i]] + sum(finite_time[v] for v in nodes)
         bad[i] = bad[parent[i]] + sum(n_bad[v] for v in nodes)
     limit = upper * (1 + _SLACK) + _SLACK if math.isfinite(upper) else math.inf
@@ -487,5 +479,5 @@ def run_hierarchy_dp(
 
 
 def _place(assignment: npt.NDArray[np.int32], mask: int, device: int) -> None:
-    for v in _Pricer._bits(mask):
+    for v in set_bits(mask):
         assignment[v] = device
