@@ -41,7 +41,7 @@ SEARCH_SPACE = ("contiguous splits of the block units into at most one stage per
 def best_split(problem: Problem, tables: ChainTables,
                stop: Any = None) -> tuple[float, list[int]] | None:
     """``(objective, ends)`` of the best split (``ends``: each stage's last unit + 1), or
-    ``None`` when no split fits memory. ``stop()`` is polled between stage counts.
+    ``None`` when no split fits memory. ``stop()`` is polled at every row of the DP.
 
     Examples
     --------
@@ -55,7 +55,7 @@ def best_split(problem: Problem, tables: ChainTables,
     for n_stages in range(1, max_stages(problem, tables) + 1):
         if stop is not None and stop():
             break
-        found = _split_with(problem, tables, n_stages)
+        found = _split_with(problem, tables, n_stages, stop)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
     return best
@@ -72,7 +72,8 @@ def max_stages(problem: Problem, tables: ChainTables) -> int:
     return limit
 
 
-def _split_with(problem: Problem, tables: ChainTables, n_stages: int) -> tuple[float, list[int]] | None:
+def _split_with(problem: Problem, tables: ChainTables, n_stages: int,
+                stop: Any = None) -> tuple[float, list[int]] | None:
     n_units = tables.n_units
     inf = float("inf")
     # f[i][b]: best max stage time of stages 0..i covering units [0, b)
@@ -82,6 +83,8 @@ def _split_with(problem: Problem, tables: ChainTables, n_stages: int) -> tuple[f
         cap = float(tables.capacity[i]) * (1 + 1e-12)
         ends = [n_units] if i == n_stages - 1 else range(i + 1, n_units - (n_stages - 1 - i) + 1)
         for b in ends:
+            if stop is not None and stop():  # a stop is heard within one row of the DP
+                return None
             starts = np.arange(0, 1) if i == 0 else np.arange(i, b)
             prev = np.zeros(1) if i == 0 else f[i - 1, starts]
             value = np.maximum(prev, tables.stage_time(i, starts, b))
