@@ -109,7 +109,7 @@ def test_seeded_stop_requests_at_random_moments() -> None:
         delay = rng.choice((0.0, 0.001, 0.01, 0.05, 0.2))
         done = threading.Event()
         timer = threading.Thread(target=_stop_inside_solve, args=(delay, done))
-        started = time.perf_counter()
+        started, compiled = time.perf_counter(), interrupt.compile_seconds()
         timer.start()
         try:
             result = solve(problem, method, time_limit=10)
@@ -121,7 +121,9 @@ def test_seeded_stop_requests_at_random_moments() -> None:
             done.set()
             timer.join()
             interrupt.reset()
-        assert time.perf_counter() - started < delay + interrupt.GRACE_S + 3
+        # the backstop waits out numba compiles (a cold cache: seconds), so they are taken out
+        compile_s = interrupt.compile_seconds() - compiled
+        assert time.perf_counter() - started - compile_s < delay + interrupt.GRACE_S + 3, method
         if result is None:
             continue
         stopped += result.stats.get("stopped") == interrupt.INTERRUPTED
