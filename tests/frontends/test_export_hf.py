@@ -212,3 +212,25 @@ def test_onnx_nodes_carry_module_paths_from_name_scopes(tmp_path: Path) -> None:
         "0", "1.0", "1.1"
     ]
     assert paths["relu"] == "1.0"
+
+
+@pytest.mark.parametrize("key", ["gpt2", "llama", "t5"])
+def test_gradients_flow_to_earlier_blocks(captured: dict[str, tuple[object, object, object]],
+                                          key: str) -> None:
+    """No backward edge runs from an earlier block's unit to a later one: autograd's sums of a
+    residual stream's gradients (tagged with the loss's sequence number) are orphans that go
+    with what feeds them, not the loss's backward in the last unit."""
+    from dnnpart.graph.blocks import node_units
+
+    source, _, _ = captured[key]
+    imported = import_source(source, training=True)  # type: ignore[arg-type]
+    g = imported.graph
+    unit = node_units(g).unit
+    src = np.repeat(np.arange(g.n_nodes), np.diff(g.succ_ptr))
+    dst = g.succ_idx.astype(np.int64)
+    backward = g.is_backward[src] & g.is_backward[dst]
+    later = backward & (unit[dst] > unit[src])
+    pairs = [(g.names[u], g.names[v]) for u, v in zip(src[later], dst[later], strict=True)]
+    assert not pairs, pairs[:5]
+    forward = g.forward_ops()
+    assert all(g.names[int(forward[v])] != "ones_like" for v in np.flatnonzero(forward != NO_FORWARD))

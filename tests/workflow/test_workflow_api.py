@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch", reason="the model path imports torch models")
@@ -44,7 +45,21 @@ def test_a_plan_holds_its_problem_result_evaluation_and_stages(planned: PlannedM
     assert sum(s.nodes for s in stages) == planned.problem.graph.n_nodes
     assert max(s.load for s in stages) == pytest.approx(ev.objective)
     assert stages[0].first_module == "conv1" and stages[-1].last_module == "fc"
-    assert planned.notes == () and planned.imported is not None
+    assert len(planned.notes) == 1 and planned.notes[0].startswith("granularity: block")
+    assert planned.imported is not None
+
+
+def test_the_default_plan_cuts_only_between_blocks(planned: PlannedModel) -> None:
+    from dnnpart.graph.blocks import node_units
+
+    assert planned.plan is not None and planned.model_block is not None
+    assert planned.model_block["granularity"] == "block"
+    unit = node_units(planned.problem.graph).unit
+    a = planned.plan.assignment
+    assert all(np.unique(a[unit == u]).size == 1 for u in np.unique(unit))  # whole units
+    op = plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, granularity="op")
+    assert op.notes == () and op.result is not None and op.result.method == "dp"
+    assert op.result.objective <= planned.result.objective + 1e-12  # op level is a relaxation
 
 
 def test_the_plan_file_round_trips(planned: PlannedModel, tmp_path: Path) -> None:
@@ -90,11 +105,12 @@ def test_a_schedule_asks_for_stages_of_whole_blocks_and_says_so() -> None:
 
 
 def test_dpl_stands_in_for_a_refusing_dp_unless_dp_options_were_set() -> None:
-    planned = plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, training=True)
+    planned = plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, training=True,
+                         granularity="op")
     assert planned.result is not None and planned.result.method == "dpl"
     assert planned.notes[-1].startswith("method: dpl (the default dp refused this graph")
     with pytest.raises(ProblemTooLargeError):
-        plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, max_ideals=2)
+        plan_model(MODEL, cluster="2xA100", input_shapes=SHAPES, max_ideals=2, granularity="op")
 
 
 def test_bad_names_fail_before_the_model_is_captured(monkeypatch: pytest.MonkeyPatch) -> None:

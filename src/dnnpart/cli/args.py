@@ -143,9 +143,10 @@ def add_model_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--granularity",
         choices=("op", "module", "block"),
-        default="op",
-        help="one node per operator (default), per run of operators called from one module, or "
-             "(plan) stages of whole blocks: the stages objective with block-pipeline",
+        default=None,
+        help="one node per operator, per run of operators called from one module, or (plan) "
+             "cuts only between whole blocks; plan's default: block for the throughput, "
+             "pipeline and stages objectives when no --method is given, else op",
     )
 
 
@@ -268,7 +269,7 @@ def model_options(args: argparse.Namespace) -> Any:
         precision=getattr(args, "precision", "fp32"),
         frontend=getattr(args, "frontend", "export"),
         config_file=getattr(args, "config", None),
-        granularity=getattr(args, "granularity", "op"),
+        granularity=getattr(args, "granularity", None) or "op",
     )
 
 

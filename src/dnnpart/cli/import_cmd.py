@@ -38,7 +38,7 @@ def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
             args.model, cluster=args.cluster, specs=args.specs, training=args.training,
             optimizer=args.optimizer, precision=args.precision, input_shapes=input_shapes(args),
             input_dtype=args.input_dtype, frontend=args.frontend, config=args.config,
-            granularity=args.granularity, profile=args.profile, repeats=args.repeats,
+            granularity=args.granularity or "op", profile=args.profile, repeats=args.repeats,
             notify=out.note, progress=progress,
             inputs=model_inputs(args))
         with phase(progress, f"writing {target}"):

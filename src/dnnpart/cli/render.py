@@ -243,8 +243,9 @@ def print_model_summary(s: dict[str, Any], out: Renderer) -> None:
         out.print("every operator has a cost formula")
     if s["orphan_backward_nodes"]:
         orphans = s["orphan_backward_nodes"]
-        out.print(f"{len(orphans)} backward node(s) with no identified forward op (orphans): "
-                  f"{', '.join(orphans[:5])}{' ...' if len(orphans) > 5 else ''}")
+        out.print(f"{len(orphans)} backward node(s) with no identified forward op (orphans: the "
+                  "loss's gradient and autograd's sums of gradients; they go with what feeds "
+                  f"them): {', '.join(orphans[:5])}{' ...' if len(orphans) > 5 else ''}")
 
 
 def report_stop(out: Renderer, result: SolveResult, out_path: str | None) -> int | None:

@@ -155,6 +155,21 @@ def _label(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -
     return (labels or {}).get(name, name)
 
 
+def _what(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -> str:
+    """``one operator, `NAME``` or, for a unit of several (a block at block granularity),
+    ``one unit of K operators from `NAME```."""
+    from dnnpart.graph.contract import common_prefix
+
+    g = problem.graph
+    forward = [int(v) for v in nodes if not g.is_backward[int(v)]]
+    if len(forward) <= 1:
+        return f"one operator, `{_label(problem, nodes, labels)}`"
+    paths = list(dict.fromkeys(g.module_paths[v] for v in forward if g.module_paths[v])) \
+        if g.module_paths is not None else []
+    where = common_prefix(paths) or ", ".join(paths[:2]) + (", ..." if len(paths) > 2 else "")
+    return f"one unit of {len(forward)} operators (`{where or _label(problem, nodes, labels)}`)"
+
+
 def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = None) -> str | None:
     """One line when a most loaded stage is a single indivisible operator (``None`` otherwise).
 
@@ -195,8 +210,8 @@ def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = 
     here = float(times[on].sum())
     best = float(_unit_times(problem, unit_of)[unit_of[on[0]]])
     order = list(dict.fromkeys(int(x) for x in assignment))
-    head = (f"bottleneck: stage {order.index(d)} ({c.devices[d].name}) is one operator, "
-            f"`{_label(problem, unit, labels)}` ({here:.4g} of its {float(ev.load[d]):.4g} load)")
+    head = (f"bottleneck: stage {order.index(d)} ({c.devices[d].name}) is "
+            f"{_what(problem, unit, labels)} ({here:.4g} of its {float(ev.load[d]):.4g} load)")
     if here > best * (1 + 1e-9):
         return head + f"; it runs in {best:.4g} on a faster device"
     return head + "; more devices will not help"
@@ -239,5 +254,6 @@ def bound_is_one_operator(problem: Problem, bound: float | None, *,
     if not np.isfinite(largest) or abs(bound - largest) > 1e-6 * max(abs(bound), 1e-12):
         return None
     nodes = np.flatnonzero(unit_of == k)
-    return (f"the bound {bound:.4g} is one operator's time, `{_label(problem, nodes, labels)}`: "
-            "no split beats it; more devices will not help")
+    what = _what(problem, nodes, labels).replace("one operator,", "one operator's time,").replace(
+        "one unit of", "the time of one unit of")
+    return f"the bound {bound:.4g} is {what}: no split beats it; more devices will not help"

@@ -8,7 +8,11 @@ and autograd sequence number (``seq_nr``) into the joint graph; autograd marks t
 creates while differentiating (``autograd_backward``) with the ``seq_nr`` of the forward op
 they differentiate. That is how ``forward_of`` is set: a backward node's forward op is the
 last forward node with its ``seq_nr``; a backward node whose ``seq_nr`` no forward node has
-(the loss seed) is an **orphan** and listed as such.
+(the loss seed) is an **orphan** and listed as such. So is one carrying the loss's own
+``seq_nr``: the loss's gradient, and the sums autograd's engine makes of the gradients of a
+value read twice (a residual stream), which it makes outside any backward function and tags
+with the loss's number -- naming the loss as their forward op would put a block's gradient
+sums in the last stage.
 
 The graph (choices, also in ``docs/models.md``):
 
@@ -187,6 +191,11 @@ def training_graph(
     edges: list[tuple[str, str, float]] = []
     unknown: dict[str, int] = {}
     value_bytes: dict[str, float] = {n.name: param_size[n.name] for n in param_nodes}
+    # the loss's sequence number: the last forward one before the backward pass; autograd's
+    # engine tags with it the sums it makes of the gradients of a value read twice (a residual
+    # stream), outside any backward function, so nodes carrying it are orphans, not the loss's
+    loss_seq: int | None = None
+    backward_started = False
     for node in nodes:
         if node.op != "call_function":
             continue
@@ -203,7 +212,8 @@ def training_graph(
         forward = NO_FORWARD
         path = module_path_of(node, strip_prefix)
         if is_bw:
-            partner = seq_forward.get(int(seq)) if seq is not None else None
+            backward_started = True
+            partner = seq_forward.get(int(seq)) if seq is not None and seq != loss_seq else None
             if partner is None:
                 orphans.append(node.name)
             else:
@@ -217,6 +227,8 @@ def training_graph(
                 padding=tuple(attrs.get("padding", ())))
         if not is_bw and seq is not None:
             seq_forward[int(seq)] = v
+            if not backward_started:
+                loss_seq = int(seq)
         for a in dict.fromkeys(node.all_input_nodes):
             if a.name in index:
                 edges.append((a.name, node.name, value_bytes.get(a.name, 0.0)))

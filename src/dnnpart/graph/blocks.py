@@ -21,13 +21,17 @@ architecture from the operators' module paths, with no list of architectures:
   called at two places -- are merged into one unit). An operator outside every block goes to
   the *prologue* unit when no block precedes it (embeddings, the attention mask), to the
   *epilogue* when no block follows it (the final norm, the head, the loss), else to the last
-  block it depends on. An operator outside every block that reads no activation (a parameter,
-  a weight's transpose, a constant) goes with its first consumer, so no stage sends weights.
+  block it depends on; one that only the backward pass reads (a value saved for it, such as a
+  norm's ``detach``) goes with its latest producer. An operator outside every block that
+  reads no activation (a parameter, a weight's transpose, a constant) goes with its first
+  consumer, so no stage sends weights.
   Node order alone would not do: a traced graph interleaves the mask's operators with the
   first block's.
 * **Backward nodes** (training graphs) take the unit of the forward operator they
   differentiate; one that differentiates none (a gradient accumulation, the loss seed) takes
-  the smallest unit among its predecessors, else the largest among its successors.
+  the smallest unit among its predecessors, else the largest among its successors (the sums
+  autograd makes of a residual stream's gradients are such orphans:
+  :mod:`dnnpart.frontends.training`).
 
 Encoder-decoder models give the encoder's blocks then the decoder's, in execution order; the
 encoder output read by every decoder block's cross-attention is an edge that a pipeline cut
@@ -36,6 +40,7 @@ carries forward (:mod:`dnnpart.pricing.chain`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,7 +53,7 @@ from dnnpart.graph.scc import strong_components
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["BlockUnits", "block_keys", "node_units", "unit_runs"]
+__all__ = ["BlockUnits", "block_colocated", "block_keys", "node_units", "unit_runs"]
 
 
 def _parts(path: str) -> list[str]:
@@ -206,6 +211,11 @@ def node_units(graph: Graph) -> BlockUnits:
         if key_of[v]:
             pos[v] = 1 + order[block_id[key_of[v]]]
             continue
+        made = [int(pos[u]) for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist() if not bw[u]]
+        readers = bw[succ_idx[succ_ptr[v]:succ_ptr[v + 1]]]
+        if made and readers.size and readers.all():
+            pos[v] = max(made)  # read by the backward pass only (a value saved for it)
+            continue
         lo = max((order[b] for b in set_bits(anc[v])), default=-1)
         hi = min((order[b] for b in set_bits(desc[v])), default=k_n)
         pos[v] = 0 if lo < 0 else (k_n + 1 if hi >= k_n else 1 + lo)
@@ -244,6 +254,27 @@ def node_units(graph: Graph) -> BlockUnits:
             members = group_names[p - 1]
             names.append(members[0] if len(members) == 1 else f"{members[0]}..{members[-1]}")
     return _colocated(graph, BlockUnits(unit=unit.astype(np.int64), names=tuple(names)))
+
+
+def block_colocated(graph: Graph) -> Graph:
+    """``graph`` with every unit of :func:`node_units` made one colocation class.
+
+    This is block granularity for the op-level methods (``dp``, ``parmesan``, ``pipeline``):
+    they place colocation classes whole (paper 1's stage DAG contracts each class into one
+    node), so their plans cut the operator graph only between blocks, and the one
+    ``evaluate`` scores them on the operator graph.
+
+    Examples
+    --------
+    >>> from dnnpart.graph.core import build_graph
+    >>> paths = ["", "wte", "h.0.attn", "h.0.mlp", "ln_f"]
+    >>> g = build_graph(range(5), range(4), range(1, 5), compute_time=[[1, 1]] * 5,
+    ...                 edge_cost=[0] * 4, module_paths=paths)
+    >>> block_colocated(g).color_class.tolist()
+    [0, 0, 1, 1, 2]
+    """
+    unit = node_units(graph).unit
+    return dataclasses.replace(graph, color_class=unit.astype(graph.color_class.dtype))
 
 
 def _node_per_unit(graph: Graph, fwd: IntArray) -> BlockUnits:

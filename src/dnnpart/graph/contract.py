@@ -109,7 +109,7 @@ def contract_intervals(graph: Graph, group: npt.ArrayLike) -> Graph:
     np.logical_or.at(backward, grp, graph.is_backward)
     paths = None
     if graph.module_paths is not None:
-        paths = [_common_prefix([graph.module_paths[v] for v in range(a, b)])
+        paths = [common_prefix([graph.module_paths[v] for v in range(a, b)])
                  for a, b in zip(first, np.append(first[1:], n), strict=True)]
     return build_graph(
         np.arange(g_count),
@@ -136,7 +136,7 @@ def contract_intervals(graph: Graph, group: npt.ArrayLike) -> Graph:
     )
 
 
-def _common_prefix(paths: list[str]) -> str:
+def common_prefix(paths: list[str]) -> str:
     """Longest common dotted prefix (``["h.0.attn", "h.0.mlp"]`` -> ``"h.0"``)."""
     parts = [p.split(".") if p else [] for p in paths]
     common: list[str] = []

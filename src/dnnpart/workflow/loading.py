@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnpart.errors import FormatError
-from dnnpart.problem import Objective, Problem
+from dnnpart.problem import STAGES, Objective, Problem
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, priced_cluster
 from dnnpart.workflow.planned import FILE_FIELDS, PlannedModel, RunnableModel
 
@@ -188,6 +188,10 @@ def planned_model_from_dict(data: Any, path: str | Path, *, model: str | None = 
             imported = by_module(imported)
     problem = Problem(graph=imported.graph, cluster=priced.cluster, name=imported.ir.name,
                       objective=plan_objective(block, path))
+    if block.get("granularity") == "block" and problem.objective.kind != STAGES:
+        from dnnpart.workflow.planning import block_problem
+
+        problem = block_problem(problem)  # the colocation the plan was made under
     plan = parse_plan(data, problem, str(path))
     run = runnable_model(planned, spec, options, gm, imported, operator_devices(imported, plan),
                     training=training) if runnable else None

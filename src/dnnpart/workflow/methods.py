@@ -25,6 +25,8 @@ DEFAULT_METHODS = {
 }
 #: What stands in for a default ``dp`` that refuses the graph as too large.
 FALLBACK_METHOD = "dpl"
+#: Objectives whose plans a pipeline runtime runs, planned at block granularity by default.
+BLOCK_OBJECTIVES = ("stages", "throughput", "pipeline")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +69,41 @@ def choose_method(kind: str, *, method: str | None = None, schedule: str | None 
     name = DEFAULT_METHODS[kind]
     # the exact DP where its lattice fits, else DPL (said so); not when options were set for dp
     return MethodChoice(name=name, may_fall_back=name == "dp" and not options)
+
+
+def choose_granularity(kind: str, *, granularity: str | None, method: str | None) -> str:
+    """The granularity ``plan`` cuts a model at: ``granularity`` if named, else ``block`` for
+    the objectives a pipeline runtime runs (:data:`BLOCK_OBJECTIVES`) when no method is named
+    (runtimes cut between whole blocks), else ``op`` (the papers' methods at their own
+    granularity).
+
+    Examples
+    --------
+    >>> choose_granularity("throughput", granularity=None, method=None)
+    'block'
+    >>> choose_granularity("throughput", granularity=None, method="dp")
+    'op'
+    >>> choose_granularity("makespan", granularity=None, method=None)
+    'op'
+    >>> choose_granularity("pipeline", granularity="module", method=None)
+    'module'
+    """
+    if granularity is not None:
+        return granularity
+    return "block" if method is None and kind in BLOCK_OBJECTIVES else "op"
+
+
+def block_note(kind: str, n_units: int) -> str:
+    """What is said when ``plan`` chose block granularity for objective ``kind``.
+
+    Examples
+    --------
+    >>> block_note("throughput", 14).split(";")[0]
+    'granularity: block (14 units: whole blocks, the prologue and the epilogue)'
+    """
+    return (f"granularity: block ({n_units} units: whole blocks, the prologue and the "
+            f"epilogue); cuts fall between blocks, where pipeline runtimes cut; "
+            f"--granularity op for the {kind} method at operator level")
 
 
 def fallback_note(reason: str) -> str:

@@ -18,7 +18,15 @@ from dnnpart.errors import DnnpartError, ProblemTooLargeError, UsageError
 from dnnpart.plan import SolveResult
 from dnnpart.problem import STAGES, Objective, Problem
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, Notify, import_model, priced_cluster
-from dnnpart.workflow.methods import FALLBACK_METHOD, choose_method, fallback_note, stages_note
+from dnnpart.workflow.methods import (
+    BLOCK_OBJECTIVES,
+    FALLBACK_METHOD,
+    block_note,
+    choose_granularity,
+    choose_method,
+    fallback_note,
+    stages_note,
+)
 from dnnpart.workflow.phases import ProgressFactory, phase
 from dnnpart.workflow.planned import PlannedModel, model_block
 from dnnpart.workflow.text import one_line
@@ -47,7 +55,7 @@ def plan_model(
     inputs: Sequence[ModelInput] = (),
     frontend: str = "export",
     config: str | Path | None = None,
-    granularity: str = "op",
+    granularity: str | None = None,
     profile: bool = False,
     repeats: int = 10,
     notify: Notify | None = None,
@@ -65,8 +73,10 @@ def plan_model(
         :meth:`PlannedModel.pipeline_stage`) (see :func:`~dnnpart.workflow.import_model`
         for the model options ``training``, ``optimizer``, ``precision``, ``input_shapes``,
         ``input_dtype``, ``frontend``, ``config``, ``granularity``, ``specs``, ``profile``,
-        ``repeats``, ``inputs``); ``granularity="block"``: stages of whole blocks (the
-        ``stages`` objective with ``block-pipeline``, on the operator graph).
+        ``repeats``, ``inputs``); ``granularity``: ``"block"`` cuts only between whole
+        blocks (:func:`block_problem`; with no objective: the ``stages`` objective with
+        ``block-pipeline``), the default for the throughput, pipeline and stages objectives
+        when no ``method`` is named; else ``"op"``.
     cluster : ``NxPRESET`` (``4xA100``), a cluster file or ``GENERATOR:key=value,...``.
     objective : an :class:`~dnnpart.problem.Objective` or its kind (``throughput``,
         ``latency``, ``makespan``, ``pipeline``, ``iteration``, ``stages``); ``None``: stages
@@ -105,14 +115,18 @@ def plan_model(
     from dnnpart import solvers
     from dnnpart.evaluate import evaluate
 
+    granularity_given = granularity
     obj = _objective(objective or ("stages" if granularity == "block" else None), schedule,
                      microbatches)
-    if granularity == "block":
-        if obj.kind != STAGES or method not in (None, "block-pipeline"):
-            raise UsageError("--granularity block: stages of whole blocks are planned by "
-                             "block-pipeline for the stages objective; other objectives and "
-                             "methods take --granularity op or module")
-        granularity = "op"  # the op graph is kept; the method cuts it between blocks
+    chosen = choose_granularity(obj.kind, granularity=granularity, method=method)
+    blocks = chosen == "block"
+    if blocks and (obj.kind not in BLOCK_OBJECTIVES
+                   or (obj.kind == STAGES and method not in (None, "block-pipeline"))):
+        raise UsageError(f"--granularity block: the {obj.kind} objective"
+                         f"{'' if method is None else f' with method {method}'} is not planned "
+                         f"between whole blocks (block granularity serves {', '.join(BLOCK_OBJECTIVES)}; "
+                         "the stages objective by block-pipeline); use --granularity op or module")
+    granularity = "op" if blocks else chosen  # the op graph is kept; cuts fall between blocks
     choice = choose_method(obj.kind, method=method, schedule=schedule, options=options)
     notes: list[str] = []
 
@@ -153,6 +167,10 @@ def plan_model(
             inputs=inputs)
         source, imported = captured.source, captured.imported
         problem = captured.problem(obj)
+        if blocks and obj.kind != STAGES:  # block-pipeline finds the blocks itself
+            problem = block_problem(problem)
+            if granularity_given is None:
+                say(block_note(obj.kind, int(problem.graph.color_class.max()) + 1))
     name = choice.name
     try:
         with phase(progress, f"solving with {name}") as reporter:
@@ -172,7 +190,8 @@ def plan_model(
         spec = source.spec if source is not None else "live"
     if source is not None:
         block = model_block(spec=spec, source=source, training=training, optimizer=optimizer,
-                            precision=precision, granularity=granularity, config=config,
+                            precision=precision, granularity="block" if blocks else granularity,
+                            config=config,
                             cluster=cluster, specs=specs, schedule=schedule,
                             microbatches=microbatches, objective=obj.kind,
                             training_form=obj.training)
@@ -185,6 +204,16 @@ def plan_model(
         imported=imported, spec=spec, model_block=block, schedule=schedule,
         microbatches=microbatches, comparison=tuple(comparison), notes=tuple(notes),
         runnable=runnable)
+
+
+def block_problem(problem: Problem) -> Problem:
+    """``problem`` at block granularity: each unit of its graph one colocation class
+    (:func:`~dnnpart.graph.blocks.block_colocated`), so every method cuts between blocks."""
+    import dataclasses
+
+    from dnnpart.graph.blocks import block_colocated
+
+    return dataclasses.replace(problem, graph=block_colocated(problem.graph))
 
 
 def _live_runnable(source: Any, imported: Any, plan: Any) -> Any:
