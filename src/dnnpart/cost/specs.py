@@ -124,7 +124,11 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         raise FormatError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FormatError(f"{p}: not a readable YAML/JSON spec file ({exc})") from None
-    user = parse_catalog(data, str(p))
+    return merged(base, parse_catalog(data, str(p)))
+
+
+def merged(base: Catalog, user: Catalog) -> Catalog:
+    """``user``'s devices, links and aliases over ``base``'s (same names: the user's)."""
     return Catalog(
         devices={**base.devices, **user.devices},
         links={**base.links, **user.links},
