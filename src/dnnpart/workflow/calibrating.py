@@ -76,7 +76,7 @@ class Budget:
 
     @classmethod
     def for_run(cls, quick: bool) -> Budget:
-        return cls(0.02, 2, 3) if quick else cls(0.6, 3, 15)
+        return cls(0.02, 2, 3) if quick else cls(1.0, 5, 25)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

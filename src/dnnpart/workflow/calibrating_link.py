@@ -44,7 +44,7 @@ def measure_link(*, threads: int = 1, quick: bool = False) -> dict[str, Any]:
     from dnnpart.export.runtime import _free_port, run_workers
 
     sizes = QUICK_SIZES if quick else SIZES
-    repeats = 3 if quick else 10
+    repeats = 3 if quick else 20
     with tempfile.TemporaryDirectory(prefix="dnnpart-calibrate-") as tmp:
         out = Path(tmp) / "link.json"
         run_workers(_worker, (2, _free_port(), sizes, repeats, str(out), threads), 2,
