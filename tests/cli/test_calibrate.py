@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,16 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str
     """The real command, once: (machine file, stdout, stderr)."""
     path = tmp_path_factory.mktemp("calibrate") / "box.yaml"
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        assert main(["calibrate", "--progress", "none", "--quick", "-o", str(path)]) == 0
+    before = os.environ.get("DNNPART_PROGRESS_SECONDS")
+    os.environ["DNNPART_PROGRESS_SECONDS"] = "0.001"  # a progress line for every phase
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            assert main(["calibrate", "--progress", "lines", "--quick", "-o", str(path)]) == 0
+    finally:
+        if before is None:
+            del os.environ["DNNPART_PROGRESS_SECONDS"]
+        else:
+            os.environ["DNNPART_PROGRESS_SECONDS"] = before
     return path, out.getvalue(), err.getvalue()
 
 
@@ -125,3 +134,7 @@ def test_calibrate_reports_each_class_and_the_link(calibrated: tuple[Path, str, 
         assert cls in out
     assert "point-to-point" in out and "all-reduce" in out
     assert f"--cluster {path}" in err and "--specs" in err
+    # progress: each phase named as it starts
+    for phase in ("timing linear (matmul", "timing attention", "fitting the operator classes",
+                  "measuring the gloo link", f"writing {path}"):
+        assert "progress: calibrate" in err and phase in err, phase
