@@ -167,3 +167,12 @@ def _tiny_samples() -> list[Any]:
 
     return [Sample("elementwise", "tiny add:add", 1.0, 12.0, 5e-6),
             Sample("elementwise", "add:add", 1e6, 1.2e7, 1e-3)]
+
+
+def test_a_deeply_nested_spec_file_is_a_format_error(tmp_path: Path) -> None:
+    from dnnpart.cost import load_catalog
+    from dnnpart.errors import FormatError
+
+    path = _write(tmp_path, "deep.yaml", "[" * 50_000)  # the YAML parser would recurse past the stack
+    with pytest.raises(FormatError, match="nested"):
+        load_catalog(path)
