@@ -27,6 +27,7 @@ from typing import Any
 
 from dnnpart import interrupt
 from dnnpart.cli import (
+    calibrate_cmd,
     cluster_cmd,
     demo_cmd,
     evaluate_cmd,
@@ -61,7 +62,7 @@ from dnnpart.errors import (
 
 #: The commands, in the order ``dnnpart --help`` lists them.
 COMMANDS = (info_cmd, evaluate_cmd, solve_cmd, methods_cmd, demo_cmd, reproduce_cmd, import_cmd,
-            plan_cmd, export_cmd, run_cmd, simulate_cmd, cluster_cmd, report_cmd, map_cmd)
+            plan_cmd, export_cmd, run_cmd, simulate_cmd, calibrate_cmd, cluster_cmd, report_cmd, map_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,8 +5,8 @@ source; :func:`load_catalog` reads them, or a user's file merged over them.
 """
 
 from dnnpart.cost.clusters import PricedCluster, resolve_cluster, shorthand_cluster
-from dnnpart.cost.model import TIME_UNIT, CostModel, roofline_time_s, transfer_time_s
-from dnnpart.cost.ops import OpSpec, Work, canonical_op, numel, operator_work
+from dnnpart.cost.model import TIME_UNIT, CostModel, device_time_s, roofline_time_s, transfer_time_s
+from dnnpart.cost.ops import OpSpec, Work, canonical_op, numel, op_class, operator_work
 from dnnpart.cost.specs import Catalog, DeviceSpec, LinkSpec, load_catalog, parse_catalog
 
 __all__ = [
@@ -19,8 +19,10 @@ __all__ = [
     "PricedCluster",
     "Work",
     "canonical_op",
+    "device_time_s",
     "load_catalog",
     "numel",
+    "op_class",
     "operator_work",
     "parse_catalog",
     "resolve_cluster",

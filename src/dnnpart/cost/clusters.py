@@ -1,4 +1,12 @@
-"""The ``NxPRESET`` cluster shorthand (``"4xA100"``) and cluster files, with their pricing."""
+"""The ``NxPRESET`` cluster shorthand (``"4xA100"``), cluster files and machine files, with
+their pricing.
+
+A **machine file** (what ``dnnpart calibrate`` writes) is a device catalog -- ``devices`` by
+name, ``links`` by name, as ``--specs`` reads -- with a ``cluster: NxDEVICE`` entry: given
+as ``--cluster FILE`` it is that shorthand over the file's devices, merged over the presets
+(and ``--specs``). A cluster file lists its devices (``devices`` is a list), so the two never
+read alike; a catalog without ``cluster`` is refused with what to pass instead.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,12 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dnnpart.cost.model import CostModel
-from dnnpart.cost.specs import Catalog, load_catalog
+from dnnpart.cost.specs import Catalog, load_catalog, merged, parse_catalog
 from dnnpart.devices.cluster import ACCELERATOR, CPU, Cluster, Device
 from dnnpart.errors import FormatError
 
@@ -114,7 +123,8 @@ def resolve_cluster(
 ) -> PricedCluster:
     """The one ``--cluster SPEC`` resolver of every command.
 
-    ``SPEC`` is, in this order: an existing cluster file (JSON/YAML); ``NxPRESET[+Mcpu]``
+    ``SPEC`` is, in this order: an existing cluster file (JSON/YAML) or machine file (module
+    docstring); ``NxPRESET[+Mcpu]``
     (``4xA100`` = four accelerators, ``4xA100+1cpu`` adds a host CPU); or a topology
     generator ``GENERATOR:key=value,...`` (:mod:`dnnpart.devices.topology`, e.g.
     ``torus3d:x=8,y=8,z=8,bw=25e9``). Files and generators are priced with ``accelerator``'s
@@ -138,10 +148,13 @@ def resolve_cluster(
     """
     path = Path(spec)
     if path.is_file():
-        from dnnpart.io.cluster_file import read_cluster
+        from dnnpart.io.cluster_file import parse_cluster, read_cluster_data
 
+        data = read_cluster_data(path)
+        if is_machine_file(data):
+            return machine_cluster(data, str(path), catalog=catalog)
         model = CostModel.from_presets(accelerator, catalog=catalog)
-        return PricedCluster(cluster=with_specs(read_cluster(path), model), cost_model=model)
+        return PricedCluster(cluster=with_specs(parse_cluster(data, str(path)), model), cost_model=model)
     match = _SHORTHAND.match(spec)
     if match:
         n_cpus = int(match.group(3)) if match.group(3) else 0
@@ -163,3 +176,37 @@ def resolve_cluster(
         f"--cluster {spec!r}: neither an existing cluster file, NxPRESET[+Mcpu] (e.g. 4xA100) nor "
         f"a generator GENERATOR:key=value,... (generators: {', '.join(GENERATORS)})"
     )
+
+
+def is_machine_file(data: object) -> bool:
+    """Whether parsed file content is a device catalog (``devices`` by name), not a cluster
+    file (``devices`` listed)."""
+    return isinstance(data, dict) and isinstance(data.get("devices"), dict)
+
+
+def machine_cluster(data: dict[str, Any], source: str, *, catalog: Catalog | None = None) -> PricedCluster:
+    """The cluster a machine file names (module docstring), priced by its devices.
+
+    Examples
+    --------
+    >>> data = {"cluster": "2xbox", "links": {"box-link": {"bandwidth": 1e9, "latency": 1e-5}},
+    ...         "devices": {"box": {"kind": "accelerator", "peak_flops": 1e11,
+    ...                             "memory_bandwidth": 1e10, "default_link": "box-link",
+    ...                             "host_link": "box-link"}}}
+    >>> pc = machine_cluster(data, "m.yaml")
+    >>> pc.cluster.name, pc.cost_model.accelerator.name, float(pc.cluster.bandwidth[0, 1])
+    ('2xbox', 'box', 1000000000.0)
+    """
+    shorthand = data.get("cluster")
+    first = str(next(iter(data["devices"]), "DEVICE"))
+    if shorthand is None:
+        raise FormatError(
+            f"{source}: a device catalog, not a cluster: add `cluster: 2x{first}` to it, or pass it as "
+            f"--specs {source} with --cluster Nx{first}")
+    match = _SHORTHAND.match(shorthand) if isinstance(shorthand, str) else None
+    if match is None:
+        raise FormatError(f"{source}: cluster: expected NxDEVICE[+Mcpu] (e.g. 2x{first}), got "
+                          f"{str(shorthand)[:60]!r}")
+    cat = merged(catalog or load_catalog(), parse_catalog(data, source))
+    n_cpus = int(match.group(3)) if match.group(3) else 0
+    return shorthand_cluster(int(match.group(1)), match.group(2), catalog=cat, n_cpus=n_cpus)

@@ -1,10 +1,25 @@
-"""Roofline pricing of operators and tensors on devices and links.
+"""Pricing of operators and tensors on devices and links: the roofline, or calibrated classes.
 
 An operator doing ``flops`` FLOPs and moving ``bytes_moved`` bytes takes, on a device,
 
     time = max(flops / effective_flops, bytes_moved / effective_bandwidth) + launch_overhead
 
-and a tensor of ``n`` bytes crosses a link in ``latency + n / bandwidth``. Graphs carry
+(the roofline), unless the device carries calibrated parameters for the operator's class
+(:attr:`~dnnpart.devices.specs.DeviceSpec.op_classes`, measured by ``dnnpart calibrate``):
+
+    time = overhead_s + flops / flops_rate + bytes_moved / bytes_rate
+
+**Why additive there.** The roofline's ``max`` says compute and memory traffic overlap fully,
+as on a GPU running one large kernel. On a CPU running eager torch they barely do: a kernel
+streams its operands through caches while it computes, the framework's dispatch precedes
+every kernel, and small operators are all dispatch. Measured CPU times fit a sum of the three
+terms over the sizes calibration covers (its per-class fit errors say how well); each term
+may be absent (rate ``inf``). Classes a device has no parameters for fall back to its
+roofline. Calibrated rates are measured at fp32 and used at every precision (bytes scale with
+the precision's width, FLOPs keep the measured rate: eager CPU kernels have no faster bf16
+path the calibration saw).
+
+A tensor of ``n`` bytes crosses a link in ``latency + n / bandwidth``. Graphs carry
 **milliseconds** (:data:`TIME_UNIT`), like the reference workloads and the built-in zoo.
 """
 
@@ -43,6 +58,35 @@ def roofline_time_s(
     compute = np.asarray(flops, dtype=np.float64) / (device.peak_at(precision) * device.compute_efficiency)
     memory = np.asarray(bytes_moved, dtype=np.float64) / device.effective_bandwidth
     result: FloatArray = np.maximum(compute, memory) + device.launch_overhead_s
+    return result
+
+
+def device_time_s(
+    flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, classes: Sequence[str], device: DeviceSpec,
+    precision: str = "fp32",
+) -> FloatArray:
+    """Seconds per operator on ``device``: its calibrated class parameters where it has them
+    for the operator's class (``classes``, one per operator), the roofline elsewhere.
+
+    Examples
+    --------
+    >>> from dnnpart.devices.specs import OpClassCost
+    >>> d = DeviceSpec(name="toy", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
+    ...                op_classes=(OpClassCost(name="matmul", flops_rate=1e11, bytes_rate=1e10,
+    ...                                        overhead_s=1e-5),))
+    >>> device_time_s([2e9, 2e9], [1e8, 1e8], ["matmul", "conv"], d).round(5).tolist()
+    [0.03001, 0.002]
+    """
+    f = np.asarray(flops, dtype=np.float64)
+    b = np.asarray(bytes_moved, dtype=np.float64)
+    result = roofline_time_s(f, b, device, precision)
+    if not device.op_classes:
+        return result
+    names = np.asarray(classes, dtype=object)
+    for cost in device.op_classes:
+        mask = names == cost.name
+        if mask.any():
+            result[mask] = cost.overhead_s + f[mask] / cost.flops_rate + b[mask] / cost.bytes_rate
     return result
 
 
@@ -121,8 +165,9 @@ class CostModel:
         flops = np.fromiter((w.flops for w in works), np.float64, len(works))
         moved = np.fromiter((w.bytes_moved for w in works), np.float64, len(works))
         moved = moved * self.bytes_factor
-        cpu = roofline_time_s(flops, moved, self.cpu, self.precision)
-        acc = roofline_time_s(flops, moved, self.accelerator, self.precision)
+        classes = [w.op_class for w in works]
+        cpu = device_time_s(flops, moved, classes, self.cpu, self.precision)
+        acc = device_time_s(flops, moved, classes, self.accelerator, self.precision)
         result: FloatArray = np.column_stack((cpu, acc)) * MS_PER_S
         return result
 

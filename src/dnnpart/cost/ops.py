@@ -10,6 +10,25 @@ functions (``"conv2d"``, ``"add"``) are mapped onto them by :func:`canonical_op`
 An operator type the model does not know costs its bytes moved only, and is reported as
 unknown (never silently zero): see :func:`operator_work`.
 
+**Operator classes.** Each canonical type belongs to one class of :data:`OP_CLASS` (matmul,
+conv, attention, elementwise, norm, embedding, reduce, copy, view, meta; the names of
+:data:`dnnpart.devices.specs.OP_CLASSES`), carried by its :class:`Work`: a calibrated device
+prices each class with its own measured parameters (:mod:`dnnpart.cost.model`). A backward
+kernel belongs to its forward's class (``conv_backward`` to conv) except where it is another
+kind of kernel (``threshold_backward`` is element-wise, ``softmax_backward`` a reduction). One
+class is told by shape, not type: a convolution (or its backward) whose kernel reads one input
+channel per output channel (weights ``(C, 1, k, k)``, depthwise) is ``depthwise_conv``: it is
+memory-bound where a dense convolution is compute-bound (on a CPU its backward runs ten times
+fewer FLOP/s), so one set of parameters cannot price both. The
+classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
+are views there (copies happen in ``contiguous``/``clone``), so they are in the view class.
+
+**Attention backward.** A fused attention's backward (``_scaled_dot_product_*_backward``,
+arguments ``grad_out, q, k, v, ...``) recomputes the scores (``2 L S E``), and computes
+``dV = P^T dO`` (``2 L S Ev``), ``dP = dO V^T`` (``2 L S Ev``), ``dQ = dS K`` and ``dK = dS^T
+Q`` (``2 L S E`` each), plus the softmax gradient (``5 L S``) per batch-head: our count, as
+flash-attention's paper counts it (about 2.5 times the forward).
+
 **Mixture of experts.** A grouped matrix product (``aten._grouped_mm``,
 ``F.grouped_mm``, and ``transformers``' ``grouped_mm_fallback`` that its MoE layers lower to
 under ``torch.export``) multiplies each row of its first operand, one row per (token, chosen
@@ -124,8 +143,42 @@ LOSS_OPS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "bce_l
 #: Every canonical operator type the model prices.
 CANONICAL = (
     frozenset(PER_ELEMENT_FLOPS) | VIEW_OPS | COPY_OPS | META_OPS | WEIGHTED_OPS | POOL_OPS | REDUCE_OPS
-    | FILL_OPS | BYTES_ONLY_OPS | GROUPED_OPS | SORT_OPS | frozenset({"attention"})
+    | FILL_OPS | BYTES_ONLY_OPS | GROUPED_OPS | SORT_OPS | frozenset({"attention", "attention_backward"})
 )
+
+_CLASS_MEMBERS: dict[str, frozenset[str]] = {
+    "matmul": frozenset({"matmul", "linear"}) | GROUPED_OPS,
+    "conv": frozenset({"conv", "conv_transpose", "conv_backward"}),
+    "attention": frozenset({"attention", "attention_backward"}),
+    "norm": frozenset({"batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm",
+                       "layernorm_backward", "batchnorm_backward"}),
+    "embedding": frozenset({"embedding", "gather", "embedding_backward"}),
+    "reduce": REDUCE_OPS | POOL_OPS | LOSS_OPS | SORT_OPS
+    | frozenset({"softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
+                 "maxpool_backward", "avgpool_backward"}),
+    "copy": frozenset({"concat", "pad", "contiguous", "tile"}),
+    "view": VIEW_OPS | frozenset({"transpose", "split", "slice", "chunk"}),
+    "meta": META_OPS,
+}
+#: Operator class of each canonical type (module docstring); element-wise is the rest of the
+#: per-element operators and the fills. Bytes-only wrappers have none ("": the roofline).
+OP_CLASS: dict[str, str] = {op: cls for cls, ops in _CLASS_MEMBERS.items() for op in ops} | {
+    op: "elementwise" for op in (frozenset(PER_ELEMENT_FLOPS) | FILL_OPS)
+    if not any(op in ops for ops in _CLASS_MEMBERS.values())
+}
+
+
+def op_class(op_type: str) -> str:
+    """Operator class of a canonical type; ``""`` for types of no class (the roofline prices them).
+
+    Examples
+    --------
+    >>> op_class("conv_backward"), op_class("threshold_backward"), op_class("transpose")
+    ('conv', 'elementwise', 'view')
+    >>> op_class("mycustomop")
+    ''
+    """
+    return OP_CLASS.get(op_type, "")
 
 # Spellings (lower-cased) of ONNX, torch.nn modules and torch functions -> canonical type.
 _SYNONYMS: dict[str, str] = {
@@ -336,6 +389,9 @@ _SYNONYMS: dict[str, str] = {
     "_scaled_dot_product_flash_attention_for_cpu": "attention",
     "_scaled_dot_product_efficient_attention": "attention",
     "_scaled_dot_product_flash_attention": "attention",
+    "_scaled_dot_product_flash_attention_for_cpu_backward": "attention_backward",
+    "_scaled_dot_product_efficient_attention_backward": "attention_backward",
+    "_scaled_dot_product_flash_attention_backward": "attention_backward",
     "max_pool2d_with_indices": "maxpool",
     "_adaptive_avg_pool2d": "global_pool",
     "mean_dim": "mean",
@@ -419,11 +475,13 @@ class OpSpec:
 
 @dataclass(frozen=True, slots=True)
 class Work:
-    """FLOPs and bytes moved of one operator; ``known`` is False for a bytes-only estimate."""
+    """FLOPs and bytes moved of one operator; ``known`` is False for a bytes-only estimate;
+    ``op_class`` its class (:func:`op_class`; ``""``: none, the roofline prices it)."""
 
     flops: float
     bytes_moved: float
     known: bool = True
+    op_class: str = ""
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -449,10 +507,21 @@ def operator_work(spec: OpSpec) -> Work:
     ...                          weight_shapes=((64, 64, 3, 3),)))
     >>> w.flops / 1e6   # 2 x 56*56*64 outputs x 64*3*3 multiply-adds each
     231.211008
+    >>> w.op_class
+    'conv'
     >>> operator_work(OpSpec(op_type="mystery", input_shapes=((10,),),
     ...                      output_shapes=((10,),))).known
     False
     """
+    work = _work(spec)
+    cls = op_class(spec.op_type)
+    if spec.op_type in ("conv", "conv_backward") and spec.weight_shapes \
+            and len(spec.weight_shapes[0]) > 2 and spec.weight_shapes[0][1] == 1:
+        cls = "depthwise_conv"
+    return Work(work.flops, work.bytes_moved, work.known, cls)
+
+
+def _work(spec: OpSpec) -> Work:
     op = spec.op_type
     in_el = [numel(s) for s in spec.input_shapes]
     out_el = [numel(s) for s in spec.output_shapes]
@@ -504,6 +573,14 @@ def operator_work(spec: OpSpec) -> Work:
         batch = numel(q[:-2])
         length, emb, src, ev = q[-2], q[-1], kk[-2], v[-1]
         flops = 2.0 * batch * length * src * (emb + ev) + 5.0 * batch * length * src
+        return Work(flops, moved)
+    if op == "attention_backward":  # (grad_out, q, k, v, ...): module docstring
+        if len(spec.input_shapes) < 4:
+            return Work(0.0, moved, known=False)
+        q, kk, v = spec.input_shapes[1:4]
+        batch = numel(q[:-2])
+        length, emb, src, ev = q[-2], q[-1], kk[-2], v[-1]
+        flops = 2.0 * batch * length * src * (3 * emb + 2 * ev) + 5.0 * batch * length * src
         return Work(flops, moved)
     if op in GROUPED_OPS:
         return _grouped_work(spec, moved)

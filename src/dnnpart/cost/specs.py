@@ -117,14 +117,20 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         return base
     import yaml
 
+    from dnnpart.limits import check_nesting, read_bounded
+
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FormatError(f"{p}: no such file") from None
+        text = read_bounded(p, what="spec file").decode("utf-8")
+        check_nesting(text, str(p))  # the YAML parser recurses: refuse deep nesting first
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FormatError(f"{p}: not a readable YAML/JSON spec file ({exc})") from None
-    user = parse_catalog(data, str(p))
+    return merged(base, parse_catalog(data, str(p)))
+
+
+def merged(base: Catalog, user: Catalog) -> Catalog:
+    """``user``'s devices, links and aliases over ``base``'s (same names: the user's)."""
     return Catalog(
         devices={**base.devices, **user.devices},
         links={**base.links, **user.links},

@@ -1,7 +1,8 @@
 """Device and link specifications: the roofline that prices a device, and a link's speed.
 
-A :class:`DeviceSpec` is what a device *is* (peak FLOP/s, memory bandwidth, efficiencies);
-every cluster device may carry one (:attr:`dnnpart.devices.cluster.Device.spec`), and every
+A :class:`DeviceSpec` is what a device *is* (peak FLOP/s, memory bandwidth, efficiencies,
+and optionally per-op-class parameters measured by ``dnnpart calibrate``); every cluster
+device may carry one (:attr:`dnnpart.devices.cluster.Device.spec`), and every
 cost model reads it from there or from the preset catalog (:mod:`dnnpart.cost.specs`), which
 holds named specs. :func:`device_spec_from_dict` and :func:`device_spec_to_dict` are the one
 reading and writing of a spec, for catalogs and for cluster files alike.
@@ -20,6 +21,54 @@ CPU = "cpu"
 #: Compute precisions the cost model knows; bytes per element of each.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+#: Operator classes a device may carry calibrated parameters for (:class:`OpClassCost`); the
+#: mapping of operator types onto them is :data:`dnnpart.cost.ops.OP_CLASS`.
+OP_CLASSES = ("matmul", "conv", "depthwise_conv", "attention", "elementwise", "norm", "embedding",
+              "reduce", "copy", "view", "meta")
+#: Fields of one class's parameters in a spec file (:func:`device_spec_from_dict`).
+OP_CLASS_FIELDS = ("flops", "bytes", "overhead_s")
+#: Bounds a spec file's class parameters must keep: a rate of 1/s or 100 E/s, or a per-op
+#: overhead past a minute, is a typo (and would price graphs at inf), not a measurement.
+RATE_RANGE = (1.0, 1e20)
+MAX_OVERHEAD_S = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpClassCost:
+    """Calibrated time of one operator class: ``overhead_s + flops / flops_rate + bytes /
+    bytes_rate`` seconds (additive, see :mod:`dnnpart.cost.model`).
+
+    Parameters
+    ----------
+    name : the class (one of :data:`OP_CLASSES`).
+    flops_rate : FLOP/s; ``inf``: FLOPs cost nothing in this class (no such term).
+    bytes_rate : bytes moved per second; ``inf``: no bytes term.
+    overhead_s : fixed seconds per operator (framework dispatch, kernel launch).
+
+    Examples
+    --------
+    >>> OpClassCost(name="matmul", flops_rate=1e11, overhead_s=1e-5).time_s(1e9, 0.0)
+    0.01001
+    """
+
+    name: str
+    flops_rate: float = math.inf
+    bytes_rate: float = math.inf
+    overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.name not in OP_CLASSES:
+            raise UsageError(f"op class {self.name!r}: expected one of {', '.join(OP_CLASSES)}")
+        for attr in ("flops_rate", "bytes_rate"):
+            value = getattr(self, attr)
+            if math.isnan(value) or value <= 0:
+                raise UsageError(f"op class {self.name}: {attr} must be > 0, got {value}")
+        if not (math.isfinite(self.overhead_s) and self.overhead_s >= 0):
+            raise UsageError(f"op class {self.name}: overhead_s must be >= 0, got {self.overhead_s}")
+
+    def time_s(self, flops: float, bytes_moved: float) -> float:
+        """Seconds of one operator of this class."""
+        return self.overhead_s + flops / self.flops_rate + bytes_moved / self.bytes_rate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +88,8 @@ class DeviceSpec:
     host_link : link to host DRAM.
     peak_flops_tf32, peak_flops_bf16, peak_flops_fp16 : dense tensor-core peaks for those
         precisions (``None``: the device has no faster path; ``peak_flops`` applies).
+    op_classes : calibrated parameters of some operator classes (:class:`OpClassCost`, sorted
+        by name); operators of other classes are priced by the roofline.
 
     Examples
     --------
@@ -60,6 +111,7 @@ class DeviceSpec:
     peak_flops_tf32: float | None = None
     peak_flops_bf16: float | None = None
     peak_flops_fp16: float | None = None
+    op_classes: tuple[OpClassCost, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in (ACCELERATOR, CPU):
@@ -78,6 +130,21 @@ class DeviceSpec:
             )
         if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
             raise UsageError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
+        names = [c.name for c in self.op_classes]
+        if names != sorted(set(names)):
+            raise UsageError(f"device {self.name}: op_classes must be sorted by name, each once, got {names}")
+
+    def op_class(self, name: str) -> OpClassCost | None:
+        """The calibrated parameters of class ``name``, ``None`` where the roofline prices it.
+
+        Examples
+        --------
+        >>> d = DeviceSpec(name="t", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
+        ...                op_classes=(OpClassCost(name="matmul", flops_rate=5e11),))
+        >>> d.op_class("matmul").flops_rate, d.op_class("norm")
+        (500000000000.0, None)
+        """
+        return next((c for c in self.op_classes if c.name == name), None)
 
     @property
     def effective_flops(self) -> float:
@@ -137,7 +204,9 @@ def spec_number(value: Any, where: str) -> float:
     try:
         return float(value)  # YAML 1.1 reads 1.5e12 (no exponent sign) as text
     except (TypeError, ValueError):
-        raise FormatError(f"{where}: expected a number, got {value!r}") from None
+        raise FormatError(f"{where}: expected a number, got {repr(value)[:60]}") from None
+    except OverflowError:  # an integer past float64
+        raise FormatError(f"{where}: expected a number, got an integer past float64") from None
 
 
 _DEVICE_NUMBERS = (
@@ -176,7 +245,10 @@ def device_spec_from_dict(entry: Any, where: str, name: str | None = None) -> De
     for key in ("default_link", "host_link"):
         if key in entry:
             kwargs[key] = str(entry[key])
-    allowed = {"kind", "default_link", "host_link", *_DEVICE_NUMBERS} | ({"name"} if own else set())
+    if entry.get("op_classes") is not None:
+        kwargs["op_classes"] = op_classes_from_dict(entry["op_classes"], f"{where}.op_classes")
+    allowed = {"kind", "default_link", "host_link", "op_classes", *_DEVICE_NUMBERS} | (
+        {"name"} if own else set())
     unknown = set(entry) - allowed
     if unknown:
         raise FormatError(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -198,7 +270,66 @@ def device_spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(spec):
         value = getattr(spec, f.name)
-        if value is None or value == "":
+        if value is None or value == "" or value == ():
+            continue
+        if f.name == "op_classes":
+            out[f.name] = op_classes_to_dict(spec.op_classes)
             continue
         out[f.name] = "inf" if isinstance(value, float) and math.isinf(value) else value
+    return out
+
+
+def op_classes_from_dict(entry: Any, where: str) -> tuple[OpClassCost, ...]:
+    """Calibrated classes from ``{class: {flops: F, bytes: B, overhead_s: o}}``.
+
+    Each field is optional (a missing rate: no such term) but one must be there; rates lie in
+    :data:`RATE_RANGE`, the overhead in ``[0, MAX_OVERHEAD_S]``. ``FormatError`` names the
+    field.
+
+    Examples
+    --------
+    >>> op_classes_from_dict({"matmul": {"flops": "2e10", "overhead_s": 5e-6}}, "c")[0].flops_rate
+    20000000000.0
+    >>> op_classes_from_dict({"matmul": {"flops": -1}}, "c")
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: c.matmul.flops: expected a rate in [1, 1e+20] per second, got -1
+    """
+    if not isinstance(entry, dict):
+        raise FormatError(f"{where}: expected a mapping of class -> {{flops, bytes, overhead_s}}")
+    out: list[OpClassCost] = []
+    for name, params in entry.items():
+        at = f"{where}.{name}"
+        if name not in OP_CLASSES:
+            raise FormatError(f"{at}: unknown op class {str(name)[:40]!r}; known: {', '.join(OP_CLASSES)}")
+        if not isinstance(params, dict) or not params:
+            raise FormatError(f"{at}: expected a mapping with one or more of {', '.join(OP_CLASS_FIELDS)}")
+        unknown = set(params) - set(OP_CLASS_FIELDS)
+        if unknown:
+            raise FormatError(f"{at}: unknown field(s) {sorted(map(str, unknown))}")
+        kwargs: dict[str, float] = {}
+        for key, attr in (("flops", "flops_rate"), ("bytes", "bytes_rate")):
+            if key in params:
+                value = spec_number(params[key], f"{at}.{key}")
+                low, high = RATE_RANGE
+                if not (low <= value <= high):
+                    raise FormatError(f"{at}.{key}: expected a rate in [{low:g}, {high:g}] per second, "
+                                      f"got {value:g}")
+                kwargs[attr] = value
+        if "overhead_s" in params:
+            value = spec_number(params["overhead_s"], f"{at}.overhead_s")
+            if not (0 <= value <= MAX_OVERHEAD_S):
+                raise FormatError(f"{at}.overhead_s: expected seconds in [0, {MAX_OVERHEAD_S:g}], "
+                                  f"got {value:g}")
+            kwargs["overhead_s"] = value
+        out.append(OpClassCost(name=str(name), **kwargs))
+    return tuple(sorted(out, key=lambda c: c.name))
+
+
+def op_classes_to_dict(classes: tuple[OpClassCost, ...]) -> dict[str, dict[str, float]]:
+    """The mapping :func:`op_classes_from_dict` reads (absent terms left out)."""
+    out: dict[str, dict[str, float]] = {}
+    for c in classes:
+        params = {"flops": c.flops_rate, "bytes": c.bytes_rate, "overhead_s": c.overhead_s}
+        out[c.name] = {k: float(v) for k, v in params.items() if math.isfinite(v)}
     return out

@@ -1,7 +1,8 @@
 """Measured operator times on the local machine (CPU): medians over repeated runs.
 
 * torch.fx graphs: every node is run and timed by an ``fx.Interpreter`` (``perf_counter``
-  around each node), ``warmup`` untimed passes, then ``repeats`` timed ones.
+  around each node's call), ``warmup`` untimed passes, then ``repeats`` timed ones
+  (:func:`time_fx_nodes`; ``dnnpart calibrate`` times its micro-benchmarks the same way).
 * ONNX models: onnxruntime's per-node profiler, with graph optimisations off so that every
   node of the file keeps its name (fused kernels would hide the operators we place).
 
@@ -11,11 +12,12 @@ the accelerator column stays estimated.
 
 from __future__ import annotations
 
+import gc
 import json
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,18 @@ def profile_fx(
     gm: fx.GraphModule, example_inputs: Sequence[Any], ir: ModelIR, *, repeats: int = 10, warmup: int = 3
 ) -> FloatArray:
     """Median time in ms of each operator of ``ir`` (fx node names) on the local CPU."""
+    times = time_fx_nodes(gm, example_inputs, repeats=repeats, warmup=warmup)
+    return np.array([times.get(op.name, 0.0) for op in ir.ops], dtype=np.float64)
+
+
+def time_fx_nodes(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], *, repeats: int = 10, warmup: int = 3,
+    sync: Callable[[], Any] | None = None,
+) -> dict[str, float]:
+    """Median time in ms of every node of ``gm`` that ran, by node name (module docstring).
+
+    ``sync`` is called before and after each node (``torch.cuda.synchronize`` to time a GPU).
+    """
     torch = require("torch", extra="torch", caller="profiling")
     from torch import fx
 
@@ -48,20 +62,37 @@ def profile_fx(
         record = False
 
         def run_node(self, n: fx.Node) -> Any:
+            # the clock runs around the node's own call only: fetching its arguments from the
+            # interpreter's environment is the interpreter's cost, not the operator's (a
+            # GraphModule's generated code, which runs the model, passes them directly)
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            call = getattr(self, n.op)
+            if sync is not None:
+                sync()
             start = time.perf_counter()
-            result = super().run_node(n)
+            result = call(n.target, args, kwargs)
+            if sync is not None:
+                sync()
             if self.record:
                 samples[n.name].append((time.perf_counter() - start) * 1e3)
             return result
 
     interp = Timer(gm)
-    with torch.no_grad():
-        for i in range(warmup + repeats):
-            interp.record = i >= warmup
-            interp.run(*example_inputs)
-    return np.array(
-        [statistics.median(samples[op.name]) if samples[op.name] else 0.0 for op in ir.ops], dtype=np.float64
-    )
+    # Python's cyclic collector runs after a fixed number of allocations, so at the same node
+    # of every pass: it would charge one operator (a view, say) with its pause and with the
+    # tensors it frees. Off while timing (reference counting still frees every tensor; a full
+    # collection between passes would cost more than the passes of a small graph).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.no_grad():
+            for i in range(warmup + repeats):
+                interp.record = i >= warmup
+                interp.run(*example_inputs)
+    finally:
+        if enabled:
+            gc.enable()
+    return {name: statistics.median(got) for name, got in samples.items()}
 
 
 def profile_onnx(

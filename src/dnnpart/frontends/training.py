@@ -179,7 +179,8 @@ def training_graph(
         size = float(sum(math.prod(v.shape) * v.element_size() for v in vals))
         param_size[node.name] = size
         path = _strip(pname.rpartition(".")[0], strip_prefix)
-        add(node.name, "parameter", "parameter", Work(0.0, 0.0), path=path, mclass=RESIDUAL,
+        # no kernel runs for a parameter: a calibrated device prices it as its meta class
+        add(node.name, "parameter", "parameter", Work(0.0, 0.0, op_class="meta"), path=path, mclass=RESIDUAL,
             pbytes=size * factor, obytes=size, color=cls if optimizer else NO_CLASS,
             shape=tuple(vals[0].shape) if vals else ())
 
@@ -243,7 +244,8 @@ def training_graph(
             elements = size / itemsize
             name = f"{optimizer}_update_{pnode.name}"
             add(name, f"{optimizer}_update", f"{optimizer}_update",
-                Work(flops_per * elements, tensors * size), path=paths[index[pnode.name]],
+                Work(flops_per * elements, tensors * size, op_class="elementwise"),
+                path=paths[index[pnode.name]],
                 mclass=REFERENCE, backward=True, color=cls, shape=shapes[index[pnode.name]])
             edges.append((pnode.name, name, size))
             if grad is not None and grad.name in index:

@@ -258,6 +258,12 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
 
 def read_cluster(path: str | Path) -> Cluster:
     """Read a cluster file (``.yaml``/``.yml`` as YAML, anything else as JSON)."""
+    return parse_cluster(read_cluster_data(path), str(Path(path)))
+
+
+def read_cluster_data(path: str | Path) -> Any:
+    """The parsed content of a cluster file (``.yaml``/``.yml`` as YAML, anything else as
+    JSON), read with the size and nesting bounds of every input file."""
     p = Path(path)
     if p.suffix.lower() in (".yaml", ".yml"):
         import yaml
@@ -273,4 +279,4 @@ def read_cluster(path: str | Path) -> Cluster:
             raise FormatError(f"{p}: nested too deeply") from None
     else:
         data = f.read_json(p)
-    return parse_cluster(data, str(p))
+    return data

@@ -11,6 +11,9 @@ For a model (``builtin:``, ``hf:``, ``torchvision:``, ``module:``, ``.onnx``):
 * :func:`write_report` writes one HTML page about it; :func:`simulate_plan` simulates it;
 * :func:`import_model` captures and prices a model without planning it.
 
+For this machine: :func:`calibrate` measures its operator classes and process link, and
+:func:`write_machine_file` writes them as a machine file ``--cluster`` and ``--specs`` take.
+
 For a graph (a graph file, ``zoo:NAME``, any of the above): :func:`load_problem` gives a
 :class:`~dnnpart.problem.Problem` for :func:`dnnpart.solvers.solve` and
 :func:`dnnpart.evaluate`; :func:`write_solved_plan` and :func:`load_plan` keep such plans in
@@ -19,6 +22,7 @@ through a ``notify`` callback.
 """
 
 from dnnpart.workflow.applying import pipeline_schedule, pipeline_stage
+from dnnpart.workflow.calibrating import Calibration, calibrate, write_machine_file
 from dnnpart.workflow.exporting import EXPORT_FORMATS, ExportResult, export_plan
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, ModelImport, import_model
 from dnnpart.workflow.inputs import load_problem
@@ -35,6 +39,7 @@ __all__ = [
     "DEFAULT_CLUSTER",
     "DEFAULT_METHODS",
     "EXPORT_FORMATS",
+    "Calibration",
     "ExportResult",
     "ModelImport",
     "PlannedModel",
@@ -43,6 +48,7 @@ __all__ = [
     "RunnableModel",
     "Simulation",
     "TrainingRunResult",
+    "calibrate",
     "compare_methods",
     "export_plan",
     "import_model",
@@ -54,6 +60,7 @@ __all__ = [
     "plan_model",
     "run_plan",
     "simulate_plan",
+    "write_machine_file",
     "write_report",
     "write_solved_plan",
 ]

@@ -1,0 +1,311 @@
+"""``dnnpart calibrate``: measure this machine and write a machine file the cost model takes.
+
+What is measured (``docs/calibrate.md`` says the same for users):
+
+* **operators**: each micro-benchmark of :mod:`~dnnpart.workflow.calibration_cases` is traced
+  with ``make_fx`` into the aten operators its forward and backward run; every one of them is
+  timed by :func:`~dnnpart.frontends.profiling.time_fx_nodes` (medians over repeats, the way
+  ``import --profile`` times a model) and priced by the capture's own formula
+  (:func:`~dnnpart.frontends.export_import.aten_spec`, :func:`~dnnpart.cost.ops.operator_work`),
+  so a sample is (class, FLOPs, bytes, seconds) exactly as a captured graph would count it;
+* per class, :func:`~dnnpart.cost.calibration.fit_additive` fits overhead, FLOP rate and byte
+  rate; the median time of the tiniest operator (a one-element add) is the device's overhead
+  for operators of no calibrated class;
+* **the link**: :mod:`~dnnpart.workflow.calibrating_link` (two gloo processes).
+
+**The machine file** is a device catalog (``--specs FILE``) with a ``cluster`` entry, so that
+``--cluster FILE`` is the cluster of two calibrated ranks joined by the measured link
+(:func:`dnnpart.cost.clusters.machine_cluster`). The rank is an *accelerator*-kind device (every
+method places on accelerators), named after the file (``-o box.yaml``: device ``box``, link
+``box-gloo``, cluster ``2xbox``); its roofline fields are the fits' (peak FLOP/s: matmul's
+rate, bandwidth: element-wise's byte rate, efficiencies 1), for operators of no class; its
+memory is half the machine's RAM (two ranks share it). A ``calibration`` section records when,
+where (platform, CPU model, torch version, threads) and how well (each class's fit error, the
+link's samples).
+
+Repeats adapt to the case: enough passes for about ``target_s`` seconds of timing, between
+``min_repeats`` and ``max_repeats`` (``--quick``: two sizes per case, two or three passes).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import re
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnnpart._optional import require
+from dnnpart.cost.calibration import AdditiveFit, fit_additive
+from dnnpart.devices.specs import OP_CLASSES, op_classes_to_dict
+from dnnpart.errors import UsageError
+from dnnpart.workflow.calibration_cases import CASES, OVERHEAD_CASE, case_sizes
+from dnnpart.workflow.phases import ProgressFactory, phase
+
+#: Devices ``--device`` takes.
+CALIBRATE_DEVICES = ("cpu", "cuda")
+#: Ranks of the cluster a machine file names (the link is measured between two processes).
+RANKS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One timed aten operator: its class, work and median seconds; ``op`` its aten name."""
+
+    op_class: str
+    op: str
+    flops: float
+    bytes_moved: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How long each case is timed: repeats between ``min_repeats`` and ``max_repeats``,
+    aiming at ``target_s`` seconds per case and size."""
+
+    target_s: float
+    min_repeats: int
+    max_repeats: int
+
+    @classmethod
+    def for_run(cls, quick: bool) -> Budget:
+        return cls(0.02, 2, 3) if quick else cls(1.0, 5, 25)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """What one ``calibrate`` run measured and fitted (:meth:`machine_file` writes it)."""
+
+    name: str
+    device: str
+    threads: int
+    quick: bool
+    fits: dict[str, AdditiveFit]
+    overhead_s: float
+    ops_per_class: dict[str, tuple[str, ...]]
+    link: dict[str, Any]
+    skipped: tuple[str, ...] = ()
+    machine: dict[str, Any] = field(default_factory=dict)
+    date: str = ""
+    seconds: float = 0.0
+
+    def machine_file(self) -> dict[str, Any]:
+        """The machine file's content (module docstring)."""
+        link_name = f"{self.name}-gloo"
+        matmul, elementwise = self.fits.get("matmul"), self.fits.get("elementwise")
+        peak = matmul.flops_rate if matmul and math.isfinite(matmul.flops_rate) else _fastest(
+            self.fits, "flops_rate")
+        bandwidth = elementwise.bytes_rate if elementwise and math.isfinite(elementwise.bytes_rate) \
+            else _fastest(self.fits, "bytes_rate")
+        device = {
+            "kind": "accelerator",
+            "peak_flops": peak,
+            "memory_bandwidth": bandwidth,
+            "compute_efficiency": 1.0,
+            "bandwidth_efficiency": 1.0,
+            "launch_overhead_s": self.overhead_s,
+            "memory_bytes": _memory_bytes() / RANKS,
+            "default_link": link_name,
+            "host_link": link_name,
+            "op_classes": op_classes_to_dict(tuple(fit.op_class(c) for c, fit in sorted(self.fits.items()))),
+        }
+        fits = {c: {"samples": fit.samples, "rms_rel_error": round(fit.rms_rel_error, 4),
+                    "max_rel_error": round(fit.max_rel_error, 4), "ops": list(self.ops_per_class[c])}
+                for c, fit in sorted(self.fits.items())}
+        p2p = self.link["p2p"]
+        return {
+            "cluster": f"{RANKS}x{self.name}",
+            "devices": {self.name: device},
+            "links": {link_name: {"bandwidth": p2p["bandwidth"], "latency": p2p["latency"]}},
+            "calibration": {
+                "written_by": "dnnpart calibrate" + (" --quick" if self.quick else ""),
+                "date": self.date,
+                "seconds": round(self.seconds, 1),
+                "machine": self.machine,
+                "device": self.device,
+                "threads": self.threads,
+                "precision": "fp32",
+                "overhead_s": self.overhead_s,
+                "fits": fits,
+                "link": self.link,
+                "skipped": list(self.skipped),
+            },
+        }
+
+
+def _fastest(fits: dict[str, AdditiveFit], attr: str) -> float:
+    """The largest finite rate ``attr`` of any class (a roofline fallback), else 1e10."""
+    rates = [getattr(f, attr) for f in fits.values() if math.isfinite(getattr(f, attr))]
+    return max(rates, default=1e10)
+
+
+def _memory_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return math.inf
+
+
+def machine_info(torch: Any, device: str, threads: int) -> dict[str, Any]:
+    """Where the calibration ran: platform, CPU model, torch version, threads (and GPU)."""
+    cpu = platform.processor()
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        found = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+        cpu = found.group(1).strip() if found else cpu
+    except OSError:
+        pass
+    info: dict[str, Any] = {"platform": platform.platform(), "cpu": cpu or "unknown",
+                            "cpu_count": os.cpu_count(), "torch": str(torch.__version__),
+                            "threads": threads, "hostname": platform.node()}
+    if device == "cuda":
+        info["gpu"] = str(torch.cuda.get_device_name(0))
+    return info
+
+
+def machine_name(path: str | Path) -> str:
+    """The device name a machine file at ``path`` gets: its stem, in preset characters.
+
+    Examples
+    --------
+    >>> machine_name("out/my box.yaml"), machine_name("out/--.yaml")
+    ('my-box', 'machine')
+    """
+    stem = re.sub(r"[^A-Za-z0-9_.\-]+", "-", Path(path).stem).strip("-.")
+    return stem or "machine"
+
+
+def check_options(device: str, threads: int) -> None:
+    """``UsageError`` for a device this machine lacks or a thread count out of range."""
+    if device not in CALIBRATE_DEVICES:
+        raise UsageError(f"--device {device!r}: expected one of {', '.join(CALIBRATE_DEVICES)}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise UsageError(f"--threads {threads!r}: expected an integer from 1 to 1024")
+    if device == "cuda":
+        torch = require("torch", extra="torch", caller="calibrate")
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: torch sees no CUDA device on this machine "
+                             "(torch.cuda.is_available() is False); calibrate the CPU with --device cpu")
+
+
+def calibrate(
+    *,
+    name: str = "machine",
+    device: str = "cpu",
+    threads: int = 1,
+    quick: bool = False,
+    progress: ProgressFactory | None = None,
+) -> Calibration:
+    """Measure this machine (module docstring); ``threads``: torch's intra-op threads, in
+    this process and in each link process."""
+    check_options(device, threads)
+    torch = require("torch", extra="torch", caller="calibrate")
+    started = time.perf_counter()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        samples, skipped = _measure_ops(torch, device, quick, progress)
+    finally:
+        torch.set_num_threads(before)
+    with phase(progress, "fitting the operator classes"):
+        fits, ops = _fit(samples)
+        tiny = [s.seconds for s in samples if s.op == f"{OVERHEAD_CASE}:add"]
+        overhead = statistics.median(tiny) if tiny else fits["elementwise"].overhead_s
+    from dnnpart.workflow.calibrating_link import measure_link
+
+    with phase(progress, f"measuring the gloo link between {RANKS} processes"):
+        link = measure_link(threads=threads, quick=quick)
+    return Calibration(
+        name=name, device=device, threads=threads, quick=quick, fits=fits, overhead_s=overhead,
+        ops_per_class=ops, link=link, skipped=tuple(skipped),
+        machine=machine_info(torch, device, threads),
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _measure_ops(torch: Any, device: str, quick: bool,
+                 progress: ProgressFactory | None) -> tuple[list[Sample], list[str]]:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from dnnpart.cost.ops import aten_op_name, operator_work
+    from dnnpart.frontends.export_import import aten_spec, tensor_vals
+    from dnnpart.frontends.profiling import time_fx_nodes
+
+    budget = Budget.for_run(quick)
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    samples: list[Sample] = []
+    skipped: set[str] = set()
+    for i, case in enumerate(CASES):
+        sizes = case_sizes(case, quick)
+        with phase(progress, f"timing {case.name} ({case.op_class}, case {i + 1} of {len(CASES)})") as rep:
+            for j, size in enumerate(sizes):
+                if rep is not None:
+                    rep.update(f"size {'x'.join(map(str, size))}", j / len(sizes))
+                fn, inputs, params = case.build(size, device)
+                gm = make_fx(fn, tracing_mode="fake")(*inputs)
+                placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+                const_shape = {placeholders[k].name: tuple(int(d) for d in inputs[k].shape) for k in params}
+                repeats = _repeats(gm, inputs, budget, sync)
+                times = time_fx_nodes(gm, inputs, repeats=repeats, warmup=1, sync=sync)
+                for node in gm.graph.nodes:
+                    if node.op != "call_function" or node.name not in times:
+                        continue
+                    source = aten_op_name(node.target)
+                    work = operator_work(aten_spec(node, source, tensor_vals(node), const_shape))
+                    if not work.known or not work.op_class:
+                        skipped.add(source)
+                        continue
+                    samples.append(Sample(work.op_class, f"{case.name}:{source}", work.flops,
+                                          work.bytes_moved, times[node.name] / 1e3))
+    return samples, sorted(skipped)
+
+
+def _repeats(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any) -> int:
+    """Passes to time: one untimed pass measures how long a pass takes."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        gm(*inputs)
+    if sync is not None:
+        sync()
+    seconds = time.perf_counter() - start
+    wanted = int(budget.target_s / max(seconds, 1e-9))
+    return max(budget.min_repeats, min(budget.max_repeats, wanted))
+
+
+def _fit(samples: list[Sample]) -> tuple[dict[str, AdditiveFit], dict[str, tuple[str, ...]]]:
+    by_class: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_class[s.op_class].append(s)
+    fits: dict[str, AdditiveFit] = {}
+    ops: dict[str, tuple[str, ...]] = {}
+    for cls in OP_CLASSES:
+        got = by_class.get(cls)
+        if not got:
+            continue
+        fits[cls] = fit_additive([s.flops for s in got], [s.bytes_moved for s in got],
+                                 [s.seconds for s in got])
+        ops[cls] = tuple(sorted({s.op.partition(":")[2] for s in got}))
+    return fits, ops
+
+
+def write_machine_file(calibration: Calibration, path: str | Path) -> Path:
+    """Write ``calibration``'s machine file (YAML) at ``path``, atomically."""
+    import yaml
+
+    from dnnpart.io.dnn_partitioning import write_text_atomic
+
+    target = Path(path)
+    header = ("# dnnpart machine file: a device catalog (--specs) with its cluster (--cluster this "
+              "file).\n# Written by `dnnpart calibrate`; docs/calibrate.md says what each field is.\n")
+    write_text_atomic(header + yaml.safe_dump(calibration.machine_file(), sort_keys=False), target)
+    return target

@@ -1,0 +1,226 @@
+"""The micro-benchmarks ``dnnpart calibrate`` times: one small function per case and size.
+
+Each case is a torch function of a few tensors -- one operator of its class, forward and (where
+it has one) backward through ``torch.autograd.grad`` -- traced with ``make_fx`` into the aten
+operators that run, which are then timed one by one (:mod:`dnnpart.workflow.calibrating`).
+So backward kernels are measured as the aten operators a training graph has
+(``convolution_backward``, ``native_layer_norm_backward``, ``mm`` ...), each priced by its own
+formula and class, exactly as a captured training graph prices it.
+
+Sizes span the range of the models the accuracy benchmark plans (hidden 256-1024, a few
+thousand tokens, 14-56 pixel feature maps); ``quick`` keeps the two smallest of each case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: A built case: the function traced, its example tensors, which of them are parameters.
+Built = tuple[Callable[..., Any], tuple[Any, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One micro-benchmark: ``build(size, device)`` gives what is traced and timed."""
+
+    name: str
+    op_class: str
+    sizes: tuple[tuple[int, ...], ...]
+    build: Callable[[tuple[int, ...], str], Built]
+
+
+def _randn(*shape: int, device: str, grad: bool = True) -> Any:
+    import torch
+
+    return torch.randn(*shape, device=device).requires_grad_(grad)
+
+
+def _grads(out: Any, inputs: Sequence[Any]) -> Any:
+    import torch
+
+    return torch.autograd.grad(out, tuple(inputs), torch.ones_like(out))
+
+
+def _linear(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    tokens, k, n = size
+    x = _randn(4, tokens // 4, k, device=device)
+    w, b = _randn(n, k, device=device), _randn(n, device=device)
+    return (lambda x, w, b: _grads(F.linear(x, w, b), (x, w, b))), (x, w, b), (1, 2)
+
+
+def _bmm(size: tuple[int, ...], device: str) -> Built:
+    import torch
+
+    batch, m, k, n = size
+    a, b = _randn(batch, m, k, device=device), _randn(batch, k, n, device=device)
+    return (lambda a, b: _grads(torch.bmm(a, b), (a, b))), (a, b), ()
+
+
+def _conv(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    batch, c_in, hw, c_out, k, groups = size
+    x = _randn(batch, c_in, hw, hw, device=device)
+    w = _randn(c_out, c_in // groups, k, k, device=device)
+    b = _randn(c_out, device=device)
+
+    def fn(x: Any, w: Any, b: Any) -> Any:
+        return _grads(F.conv2d(x, w, b, padding=k // 2, groups=groups), (x, w, b))
+
+    return fn, (x, w, b), (1, 2)
+
+
+def _attention(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    batch, heads, length, emb = size
+    q, k, v = (_randn(batch, heads, length, emb, device=device) for _ in range(3))
+    return (lambda q, k, v: _grads(F.scaled_dot_product_attention(q, k, v), (q, k, v))), (q, k, v), ()
+
+
+def _elementwise(op: str) -> Callable[[tuple[int, ...], str], Built]:
+    def build(size: tuple[int, ...], device: str) -> Built:
+        import torch
+        import torch.nn.functional as F
+
+        rows, cols = size
+        x, y = _randn(rows, cols, device=device), _randn(rows, cols, device=device)
+        if op == "gelu":
+            return (lambda x: _grads(F.gelu(x), (x,))), (x,), ()
+        fn = torch.add if op == "add" else torch.mul
+        return (lambda x, y: _grads(fn(x, y), (x, y))), (x, y), ()
+
+    return build
+
+
+def _layer_norm(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    tokens, hidden = size
+    x = _randn(tokens, hidden, device=device)
+    w, b = _randn(hidden, device=device), _randn(hidden, device=device)
+    return (lambda x, w, b: _grads(F.layer_norm(x, (hidden,), w, b), (x, w, b))), (x, w, b), (1, 2)
+
+
+def _batch_norm(size: tuple[int, ...], device: str) -> Built:
+    import torch
+    import torch.nn.functional as F
+
+    batch, channels, hw = size
+    x = _randn(batch, channels, hw, hw, device=device)
+    w, b = _randn(channels, device=device), _randn(channels, device=device)
+    mean, var = torch.zeros(channels, device=device), torch.ones(channels, device=device)
+
+    def fn(x: Any, w: Any, b: Any, mean: Any, var: Any) -> Any:
+        return _grads(F.batch_norm(x, mean, var, w, b, training=True), (x, w, b))
+
+    return fn, (x, w, b, mean, var), (1, 2, 3, 4)
+
+
+def _embedding(size: tuple[int, ...], device: str) -> Built:
+    import torch
+    import torch.nn.functional as F
+
+    vocab, dim, tokens = size
+    w = _randn(vocab, dim, device=device)
+    idx = torch.randint(0, vocab, (4, tokens // 4), device=device)
+    return (lambda idx, w: _grads(F.embedding(idx, w), (w,))), (idx, w), (1,)
+
+
+def _reduce(op: str) -> Callable[[tuple[int, ...], str], Built]:
+    def build(size: tuple[int, ...], device: str) -> Built:
+        import torch
+
+        rows, cols = size
+        x = _randn(rows, cols, device=device)
+        fns = {"sum": lambda x: _grads(x.sum(-1), (x,)), "mean": lambda x: _grads(x.mean(-1), (x,)),
+               "softmax": lambda x: _grads(torch.softmax(x, -1), (x,))}
+        return fns[op], (x,), ()
+
+    return build
+
+
+def _maxpool(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    batch, channels, hw = size
+    x = _randn(batch, channels, hw, hw, device=device)
+    return (lambda x: _grads(F.max_pool2d(x, 3, 2, 1), (x,))), (x,), ()
+
+
+def _copy(size: tuple[int, ...], device: str) -> Built:
+    import torch
+
+    rows, cols = size
+    x, y = _randn(rows, cols, device=device, grad=False), _randn(rows, cols, device=device, grad=False)
+
+    def fn(x: Any, y: Any) -> Any:
+        return x.t().contiguous(), torch.cat((x, y)), x.clone()
+
+    return fn, (x, y), ()
+
+
+def _views(size: tuple[int, ...], device: str) -> Built:
+    rows, cols = size
+    x = _randn(rows, cols, device=device, grad=False)
+
+    def fn(x: Any) -> Any:
+        return x.view(-1), x.t(), x[: rows // 2], x.unsqueeze(0), x.expand(2, rows, cols), x.transpose(0, 1)
+
+    return fn, (x,), ()
+
+
+def _tiny(size: tuple[int, ...], device: str) -> Built:
+    """The smallest operator there is: the per-operator overhead, for uncalibrated classes."""
+    import torch
+
+    x, y = _randn(1, device=device, grad=False), _randn(1, device=device, grad=False)
+    return (lambda x, y: torch.add(x, y)), (x, y), ()
+
+
+#: Name of the case whose operator's time is the device's per-operator overhead.
+OVERHEAD_CASE = "tiny add"
+
+CASES: tuple[Case, ...] = (
+    Case("linear", "matmul", ((64, 256, 256), (256, 512, 512), (512, 768, 768), (1024, 768, 768),
+                              (512, 768, 3072), (2048, 512, 2048)), _linear),
+    Case("bmm", "matmul", ((8, 64, 64, 64), (16, 128, 64, 128), (16, 256, 64, 256), (8, 256, 256, 256)),
+         _bmm),
+    Case("conv2d", "conv", ((2, 16, 16, 16, 3, 1), (4, 32, 32, 32, 3, 1), (4, 64, 28, 64, 3, 1),
+                            (8, 64, 14, 256, 1, 1), (4, 128, 14, 128, 3, 1), (4, 64, 56, 64, 1, 1)), _conv),
+    Case("depthwise conv2d", "depthwise_conv", ((2, 32, 16, 32, 7, 32), (4, 96, 32, 96, 7, 96),
+                                                (4, 192, 16, 192, 7, 192)), _conv),
+    Case("attention", "attention", ((1, 2, 32, 32), (2, 4, 64, 64), (2, 8, 128, 64), (4, 8, 256, 64),
+                                    (2, 8, 512, 64)), _attention),
+    Case("add", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
+         _elementwise("add")),
+    Case("mul", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
+         _elementwise("mul")),
+    Case("gelu", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
+         _elementwise("gelu")),
+    Case("layer_norm", "norm", ((16, 256), (256, 512), (1024, 768), (4096, 1024)), _layer_norm),
+    Case("batch_norm", "norm", ((2, 16, 16), (4, 64, 28), (16, 64, 56), (16, 256, 14)), _batch_norm),
+    Case("embedding", "embedding", ((1000, 128, 64), (8000, 256, 1024), (30000, 512, 2048)), _embedding),
+    Case("sum", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("sum")),
+    Case("mean", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("mean")),
+    Case("softmax", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("softmax")),
+    Case("max_pool2d", "reduce", ((2, 16, 16), (8, 64, 56), (16, 64, 56)), _maxpool),
+    Case("copy", "copy", ((8, 64), (256, 512), (1024, 1024), (4096, 2048)), _copy),
+    Case("views", "view", ((8, 64), (1024, 1024)), _views),
+    Case(OVERHEAD_CASE, "elementwise", ((1,),), _tiny),
+)
+
+
+def case_sizes(case: Case, quick: bool) -> tuple[tuple[int, ...], ...]:
+    """The sizes a run measures: all, or the two smallest with ``quick``.
+
+    Examples
+    --------
+    >>> case_sizes(CASES[0], quick=True)
+    ((64, 256, 256), (256, 512, 512))
+    """
+    return case.sizes[:2] if quick else case.sizes

@@ -1,0 +1,133 @@
+"""Per-op-class pricing: the class of each operator type, calibrated classes on a device spec,
+and the roofline wherever a device has no parameters for a class."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dnnpart.cost import CostModel, OpSpec, Work, device_time_s, operator_work, roofline_time_s
+from dnnpart.cost.ops import BYTES_ONLY_OPS, CANONICAL, OP_CLASS
+from dnnpart.devices.specs import (
+    OP_CLASSES,
+    DeviceSpec,
+    OpClassCost,
+    device_spec_from_dict,
+    device_spec_to_dict,
+)
+from dnnpart.errors import FormatError
+
+PLAIN = DeviceSpec(name="plain", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                   compute_efficiency=0.5, bandwidth_efficiency=0.8, launch_overhead_s=4e-6)
+CALIBRATED = (OpClassCost(name="elementwise", bytes_rate=2e10, overhead_s=3e-6),
+              OpClassCost(name="matmul", flops_rate=8e10, bytes_rate=1e10, overhead_s=2e-6),
+              OpClassCost(name="view", overhead_s=1e-6))
+
+
+def _random_ops(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    flops = rng.choice([0.0, 1.0, 1e3, 1e6, 1e9, 1e11], size=n) * rng.uniform(0.5, 2, size=n)
+    moved = rng.choice([0.0, 4.0, 1e4, 1e7, 1e9], size=n) * rng.uniform(0.5, 2, size=n)
+    classes = [str(c) for c in rng.choice([*OP_CLASSES, ""], size=n)]
+    return flops, moved, classes
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_without_calibrated_classes_pricing_is_the_roofline(precision: str) -> None:
+    rng = np.random.default_rng(7)
+    flops, moved, classes = _random_ops(rng, 300)
+    got = device_time_s(flops, moved, classes, PLAIN, precision)
+    assert np.array_equal(got, roofline_time_s(flops, moved, PLAIN, precision))
+
+
+def test_calibrated_classes_are_additive_and_the_rest_is_the_roofline() -> None:
+    rng = np.random.default_rng(8)
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      launch_overhead_s=4e-6, op_classes=CALIBRATED)
+    flops, moved, classes = _random_ops(rng, 300)
+    got = device_time_s(flops, moved, classes, spec)
+    roof = roofline_time_s(flops, moved, spec)
+    params = {c.name: c for c in CALIBRATED}
+    for i, cls in enumerate(classes):
+        if cls in params:
+            p = params[cls]
+            expected = p.overhead_s + flops[i] / p.flops_rate + moved[i] / p.bytes_rate
+        else:
+            expected = roof[i]
+        assert got[i] == pytest.approx(expected, rel=1e-12), cls
+
+
+def test_the_cost_model_prices_each_work_by_its_class() -> None:
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      op_classes=CALIBRATED)
+    model = CostModel(accelerator=spec, cpu=PLAIN, host_link=CostModel.from_presets().host_link)
+    works = [Work(1e9, 1e6, op_class="matmul"), Work(1e9, 1e6, op_class="conv"),
+             Work(0.0, 0.0, op_class="view")]
+    ms = model.compute_times_ms(works)
+    assert ms[0, 1] == pytest.approx((2e-6 + 1e9 / 8e10 + 1e6 / 1e10) * 1e3)
+    assert ms[1, 1] == pytest.approx(float(roofline_time_s(1e9, 1e6, spec)) * 1e3)  # conv: not calibrated
+    assert ms[2, 1] == pytest.approx(1e-6 * 1e3)
+    assert np.array_equal(ms[:, 0], roofline_time_s([1e9, 1e9, 0.0], [1e6, 1e6, 0.0], PLAIN) * 1e3)
+
+
+def test_every_priced_operator_type_has_a_class_of_the_spec() -> None:
+    assert set(OP_CLASS.values()) <= set(OP_CLASSES)
+    assert set(OP_CLASSES) - set(OP_CLASS.values()) == {"depthwise_conv"}  # told by shape
+    assert set(OP_CLASS) == CANONICAL - BYTES_ONLY_OPS
+
+
+def test_operator_work_carries_the_class_and_tells_depthwise_by_shape() -> None:
+    def conv(weight: tuple[int, ...], op: str = "conv") -> str:
+        return operator_work(OpSpec(op_type=op, input_shapes=((1, 8, 8, 8),), output_shapes=((1, 8, 8, 8),),
+                                    weight_shapes=(weight,))).op_class
+
+    assert conv((8, 8, 3, 3)) == "conv" and conv((8, 1, 7, 7)) == "depthwise_conv"
+    assert conv((8, 1, 7, 7), "conv_backward") == "depthwise_conv"
+    assert operator_work(OpSpec(op_type="layernorm_backward", input_shapes=((4, 8),),
+                                output_shapes=((4, 8),))).op_class == "norm"
+    assert operator_work(OpSpec(op_type="mystery")).op_class == ""
+
+
+def test_attention_backward_counts_its_five_products() -> None:
+    q = (2, 4, 16, 8)  # batch-heads 8, L = S = 16, E = Ev = 8
+    w = operator_work(OpSpec(op_type="attention_backward", input_shapes=(q, q, q, q, q),
+                             output_shapes=(q, q, q)))
+    assert w.known and w.op_class == "attention"
+    assert w.flops == 2 * 8 * 16 * 16 * (3 * 8 + 2 * 8) + 5 * 8 * 16 * 16
+
+
+def test_a_spec_with_classes_round_trips_through_its_mapping() -> None:
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      op_classes=CALIBRATED)
+    data = device_spec_to_dict(spec)
+    assert data["op_classes"]["view"] == {"overhead_s": 1e-6}  # absent terms are left out
+    assert device_spec_from_dict(data, "spec") == spec
+    assert hash(spec) == hash(device_spec_from_dict(data, "spec"))  # clusters put specs in sets
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"matmul": {"flops": -1.0}}, "op_classes.matmul.flops"),
+    ({"matmul": {"flops": 0}}, "op_classes.matmul.flops"),
+    ({"matmul": {"bytes": "1e999"}}, "op_classes.matmul.bytes"),
+    ({"matmul": {"bytes": int("9" * 330)}}, "op_classes.matmul.bytes"),
+    ({"matmul": {"bytes": 1e300}}, "op_classes.matmul.bytes"),
+    ({"matmul": {"overhead_s": -1e-6}}, "op_classes.matmul.overhead_s"),
+    ({"matmul": {"overhead_s": float("nan")}}, "op_classes.matmul.overhead_s"),
+    ({"matmul": {"overhead_s": "abc"}}, "op_classes.matmul.overhead_s"),
+    ({"matmul": {"flop": 1e9}}, "op_classes.matmul"),
+    ({"matmul": {}}, "op_classes.matmul"),
+    ({"matmul": 5}, "op_classes.matmul"),
+    ({"matmull": {"flops": 1e9}}, "op_classes.matmull"),
+    ([1, 2], "op_classes"),
+])
+def test_bad_class_parameters_name_their_field(entry: object, field: str) -> None:
+    data = {"kind": "accelerator", "peak_flops": 1e12, "memory_bandwidth": 1e11, "op_classes": entry}
+    with pytest.raises(FormatError) as caught:
+        device_spec_from_dict(data, "devices.box", name="box")
+    assert f"devices.box.{field}" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_class_without_a_rate_has_no_such_term() -> None:
+    c = OpClassCost(name="view", overhead_s=2e-6)
+    assert math.isinf(c.flops_rate) and c.time_s(1e12, 1e12) == 2e-6
