@@ -8,9 +8,10 @@ For every model of :data:`dnnpart.frontends.suite.SUITE` (or those named on the 
 3. ``dnnpart export p.json --format pipelining -o pipe/`` and, where the export wrote a
    script, ``torchrun --nproc-per-node S pipe/run_pipeline.py --steps 1 --check`` (loss and
    gradients against the unpartitioned model);
-4. ``export --format deepspeed`` (its folder's ``pipeline_module.py`` builds over gloo in the
-   export's own check), ``megatron`` and ``torchtitan``: exit 0, or exit 2 with the reason
-   (a runtime without the model's family);
+4. ``export --format deepspeed`` (a folder whose ``pipeline_module.py`` builds the
+   ``PipelineModule``; ``tests/export/test_runtime_exports.py`` builds one over gloo),
+   ``megatron`` and ``torchtitan``: exit 0, or exit 2 with the reason (a runtime without the
+   model's family);
 5. ``dnnpart report p.json``; activation memory on every stage, from the plan's evaluation.
 
 Usage::

@@ -134,7 +134,7 @@ def test_calibrate_reports_each_class_and_the_link(calibrated: tuple[Path, str, 
         assert cls in out
     assert "point-to-point" in out and "all-reduce" in out
     assert f"--cluster {path}" in err and "--specs" in err
-    # progress: each phase named as it starts
-    for phase in ("timing linear (matmul", "timing attention", "fitting the operator classes",
-                  "measuring the gloo link", f"writing {path}"):
+    # progress: the phases that take seconds are named while they run (a line is printed
+    # on a heartbeat, so a phase of a millisecond -- the fit, the write -- may pass unseen)
+    for phase in ("timing linear (matmul", "timing attention", "measuring the gloo link"):
         assert "progress: calibrate" in err and phase in err, phase

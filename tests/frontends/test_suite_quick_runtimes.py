@@ -2,15 +2,17 @@
 
 :data:`dnnpart.frontends.suite.QUICK` (GPT-2, BERT, T5: a decoder, an encoder and an
 encoder-decoder) at sizes smaller than the suite's (hidden 32, vocabulary 64), through the
-steps of ``benchmarks/model_suite.py``: ``plan --training --schedule 1f1b --microbatches 4``
-(the default block pipeline; on ``2xA100``, not the suite's ``4xA100``, so each step starts
-two ranks, not four), ``run`` (gloo ranks, gradient check), ``export --format pipelining``
-and its ``torchrun ... --check`` (loss and gradients against the unpartitioned model),
-``export --format deepspeed`` (its check builds the ``PipelineModule`` over gloo),
-``megatron`` and ``torchtitan`` (exit 0, or exit 2 with the reason where the runtime has no
-such family) and ``report`` (activations on every stage). The CLI runs in this process; the
-ranks and ``torchrun`` are processes. All sixteen members at the suite's sizes:
-``tests/frontends/test_suite_to_runtimes.py`` (``-m slow``).
+steps of ``benchmarks/model_suite.py``: ``dnnpart plan --training --schedule 1f1b
+--microbatches 4`` (the CLI, in this process; the default block pipeline, on ``2xA100``, not
+the suite's ``4xA100``, so each step starts two ranks, not four), then, on the plan file
+loaded once (the CLI would capture the model again for every command), ``run_plan`` (gloo
+ranks, gradient check), the ``pipelining`` export and its ``torchrun ... --check`` (loss and
+gradients against the unpartitioned model), ``deepspeed`` (one part per planned stage;
+``tests/export/test_runtime_exports.py`` builds such a folder over gloo), ``megatron`` and
+``torchtitan`` (written, or refused as bad input with the reason where the runtime has no
+such family) and the report (activations on every stage). All sixteen members at the
+suite's sizes, every step a whole CLI process: ``tests/frontends/test_suite_to_runtimes.py``
+(``-m slow``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("deepspeed", reason="deepspeed not installed (extra 'deepspeed')")
 
 from dnnpart.cli.main import main
+from dnnpart.errors import UsageError
 from dnnpart.frontends.suite import QUICK
+from dnnpart.workflow import export_plan, load_planned_model, run_plan, write_report
+from dnnpart.workflow.running import TrainingRunResult
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = {
@@ -73,27 +78,27 @@ def test_a_quick_suite_member_reaches_every_runtime(name: str, tmp_path: Path) -
     assert result["method"] == "block-pipeline"
     simulation = result["evaluation"]["simulation"]
     stages = len(simulation["stages"])
-    assert stages >= 2 and all(m["activations"] > 0 for m in simulation["memory"])
+    assert stages == 2 and all(m["activations"] > 0 for m in simulation["memory"])
 
-    code, out, err = _cli("run", str(plan))
-    assert code == 0, err
-    assert f"ran {stages} stages" in out and "as planned" in out
+    planned = load_planned_model(plan)
+    ran = run_plan(planned)
+    assert isinstance(ran, TrainingRunResult) and len(ran.devices) == stages
+    assert ran.run.passed, (ran.run.grad_relative_diff, ran.run.loss_max_abs_diff)
 
-    pipe = tmp_path / "pipe"
-    code, _, err = _cli("export", str(plan), "--format", "pipelining", "-o", str(pipe))
-    assert code == 0, err
-    ran = _torchrun(pipe, stages)
-    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
-    assert "check step" in ran.stdout
+    written = export_plan(planned, "pipelining", tmp_path / "pipe")
+    launched = _torchrun(written.out, stages)
+    assert launched.returncode == 0, launched.stdout + launched.stderr[-3000:]
+    assert "check step" in launched.stdout
 
-    code, _, err = _cli("export", str(plan), "--format", "deepspeed", "-o", str(tmp_path / "ds"))
-    assert code == 0, err
-    code, _, err = _cli("export", str(plan), "--format", "megatron", "-o", str(tmp_path / "mg"))
-    assert (code, bool(err.strip())) == ((0, False) if MEGATRON_OK[name] else (2, True)), err
-    code, _, err = _cli("export", str(plan), "--format", "torchtitan", "-o", str(tmp_path / "tt"))
-    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    parts = export_plan(planned, "deepspeed", tmp_path / "ds").details["parts"]
+    assert len(parts) == stages + 1 and parts[0] == 0
+    if MEGATRON_OK[name]:
+        assert export_plan(planned, "megatron", tmp_path / "mg").details["layout"]
+    else:
+        with pytest.raises(UsageError, match="encoder-decoder"):
+            export_plan(planned, "megatron", tmp_path / "mg")
+    with pytest.raises(UsageError, match="its own decoder families only"):  # none of the three
+        export_plan(planned, "torchtitan", tmp_path / "tt")
 
-    code, _, err = _cli("report", str(plan), "-o", str(tmp_path / "r.html"))
-    assert code == 0, err
-    html = (tmp_path / "r.html").read_text()
-    assert "activations" in html
+    write_report(planned, tmp_path / "r.html")
+    assert "activations" in (tmp_path / "r.html").read_text()
