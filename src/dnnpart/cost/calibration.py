@@ -46,13 +46,6 @@ class AdditiveFit:
     rms_rel_error: float
     max_rel_error: float
 
-    def predict_s(self, flops: npt.ArrayLike, bytes_moved: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Predicted seconds of operators doing ``flops`` and moving ``bytes_moved``."""
-        f = np.asarray(flops, dtype=np.float64)
-        b = np.asarray(bytes_moved, dtype=np.float64)
-        result: npt.NDArray[np.float64] = self.overhead_s + f / self.flops_rate + b / self.bytes_rate
-        return result
-
     def op_class(self, name: str) -> OpClassCost:
         """These parameters as the device's class ``name``."""
         return OpClassCost(name=name, flops_rate=self.flops_rate, bytes_rate=self.bytes_rate,

@@ -86,7 +86,7 @@ def device_time_s(
     for cost in device.op_classes:
         mask = names == cost.name
         if mask.any():
-            result[mask] = cost.overhead_s + f[mask] / cost.flops_rate + b[mask] / cost.bytes_rate
+            result[mask] = cost.time_s(f[mask], b[mask])
     return result
 
 

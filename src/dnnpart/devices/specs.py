@@ -66,8 +66,8 @@ class OpClassCost:
         if not (math.isfinite(self.overhead_s) and self.overhead_s >= 0):
             raise UsageError(f"op class {self.name}: overhead_s must be >= 0, got {self.overhead_s}")
 
-    def time_s(self, flops: float, bytes_moved: float) -> float:
-        """Seconds of one operator of this class."""
+    def time_s(self, flops: Any, bytes_moved: Any) -> Any:
+        """Seconds of an operator of this class: floats, or numpy arrays (one per operator)."""
         return self.overhead_s + flops / self.flops_rate + bytes_moved / self.bytes_rate
 
 
@@ -133,18 +133,6 @@ class DeviceSpec:
         names = [c.name for c in self.op_classes]
         if names != sorted(set(names)):
             raise UsageError(f"device {self.name}: op_classes must be sorted by name, each once, got {names}")
-
-    def op_class(self, name: str) -> OpClassCost | None:
-        """The calibrated parameters of class ``name``, ``None`` where the roofline prices it.
-
-        Examples
-        --------
-        >>> d = DeviceSpec(name="t", kind="accelerator", peak_flops=1e12, memory_bandwidth=1e11,
-        ...                op_classes=(OpClassCost(name="matmul", flops_rate=5e11),))
-        >>> d.op_class("matmul").flops_rate, d.op_class("norm")
-        (500000000000.0, None)
-        """
-        return next((c for c in self.op_classes if c.name == name), None)
 
     @property
     def effective_flops(self) -> float:

@@ -155,19 +155,22 @@ def _label(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -
     return (labels or {}).get(name, name)
 
 
-def _what(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None) -> str:
+def _what(problem: Problem, nodes: np.ndarray, labels: dict[str, str] | None, *,
+          time_of: bool = False) -> str:
     """``one operator, `NAME``` or, for a unit of several (a block at block granularity),
-    ``one unit of K operators from `NAME```."""
+    ``one unit of K operators (`PATHS`)``; ``time_of``: the same, naming its time."""
     from dnnpart.graph.contract import common_prefix
 
     g = problem.graph
     forward = [int(v) for v in nodes if not g.is_backward[int(v)]]
     if len(forward) <= 1:
-        return f"one operator, `{_label(problem, nodes, labels)}`"
+        own = "one operator's time" if time_of else "one operator"
+        return f"{own}, `{_label(problem, nodes, labels)}`"
     paths = list(dict.fromkeys(g.module_paths[v] for v in forward if g.module_paths[v])) \
         if g.module_paths is not None else []
     where = common_prefix(paths) or ", ".join(paths[:2]) + (", ..." if len(paths) > 2 else "")
-    return f"one unit of {len(forward)} operators (`{where or _label(problem, nodes, labels)}`)"
+    return (f"{'the time of ' if time_of else ''}one unit of {len(forward)} operators "
+            f"(`{where or _label(problem, nodes, labels)}`)")
 
 
 def bottleneck(problem: Problem, plan: Plan, *, labels: dict[str, str] | None = None) -> str | None:
@@ -254,6 +257,5 @@ def bound_is_one_operator(problem: Problem, bound: float | None, *,
     if not np.isfinite(largest) or abs(bound - largest) > 1e-6 * max(abs(bound), 1e-12):
         return None
     nodes = np.flatnonzero(unit_of == k)
-    what = _what(problem, nodes, labels).replace("one operator,", "one operator's time,").replace(
-        "one unit of", "the time of one unit of")
+    what = _what(problem, nodes, labels, time_of=True)
     return f"the bound {bound:.4g} is {what}: no split beats it; more devices will not help"
