@@ -97,6 +97,6 @@ def print_measurement(m: dict[str, Any], out: Renderer) -> None:
     for row in comparison_rows(m):
         table.add_row(*(safe(c) for c in row))
     out.print(table)
-    out.print(f"times: {m['note']}")
+    out.print(m["note"])
     out.print(f"memory measured: {m['memory_measured']}, over the checked step; predicted: "
               f"{m['memory_predicted']}")

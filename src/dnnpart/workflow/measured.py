@@ -21,10 +21,14 @@ from dnnpart.export.measuring import RankMeasure, Spread
 #: Timed steps of a run when none are asked for, and the most one may ask for.
 DEFAULT_STEPS, MAX_STEPS = 5, 1000
 
-#: What the predicted memory holds (printed with it; docs/run.md).
-PREDICTED_MEMORY = ("weights, gradients, activations of the micro-batches in flight, the "
-                    "pipelining receive buffers and the loss's buffers; no optimizer state "
-                    "(run applies no optimizer)")
+#: What the predicted memory holds, training and inference (printed with it; docs/run.md).
+PREDICTED_MEMORY = {
+    True: ("weights, gradients, the stash of the micro-batches in flight, outputs the schedule "
+           "holds, one micro-batch's working set, the pipelining receive buffers and the loss's "
+           "buffers; no optimizer state (run applies no optimizer)"),
+    False: ("weights, one micro-batch's working set and received values, sends pending until "
+            "the pass ends, and the collected outputs on the first rank"),
+}
 
 
 def check_steps(steps: Any) -> int:
@@ -111,7 +115,7 @@ class RunComparison:
             "priced_by": list(dict.fromkeys(self.priced_by)),
             "note": note(p, self.priced_by),
             "memory_measured": "; ".join(sources),
-            "memory_predicted": PREDICTED_MEMORY,
+            "memory_predicted": PREDICTED_MEMORY[self.training],
             "step": _timed(p.step_s, self.step_s),
             "stages": stages,
         }
