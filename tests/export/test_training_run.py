@@ -34,7 +34,8 @@ def _plan_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str,
                  "--schedule", schedule, "-o", str(plan), "--json", *extra])
     assert code == 0
     capsys.readouterr()
-    assert main(["run", str(plan), "--json", "--trust-plan"]) == 0  # the plan's schedule, micro-batches
+    # the plan's schedule and micro-batches
+    assert main(["run", str(plan), "--json", "--trust-plan", "--steps", "1"]) == 0
     info: dict[str, object] = json.loads(capsys.readouterr().out)
     # exactly the plan's devices run, each once: those holding its operators
     held = {d["name"] for d in json.loads(plan.read_text())["devices"] if d["nodes"]}
@@ -51,8 +52,6 @@ def test_shared_relu_resnet_gpipe_matches_gradients(
     assert info["stages"] == 4  # one stage per accelerator of the plan
     assert float(info["grad_relative_diff"]) <= RTOL  # type: ignore[arg-type]
     assert info["parameters_checked"] == 29
-    rows = info["per_stage"]
-    assert isinstance(rows, list) and all(r["measured_forward_ms"] > 0 for r in rows)
 
 
 def test_tiny_gpt2_1f1b_matches_gradients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,12 +166,8 @@ def test_run_says_it_ran_the_plans_stages_on_its_devices(
 
     step = TrainingRun(schedule="gpipe", microbatches=2, stages=2, losses=[1.0, 1.0],
                        reference_losses=[1.0, 1.0], grad_max_abs_diff=0.0, grad_max_abs_reference=1.0,
-                       loss_max_abs_diff=0.0, n_parameters_checked=3, worst_parameter="w",
-                       measured_ms=[{"forward": 1.0, "backward": 2.0}] * 2)
-    rows = tuple({"stage": k, "device": d, "operators": 5, "predicted_forward_ms": 1.0,
-                  "predicted_backward_ms": 2.0, "measured_forward_ms": 1.0, "measured_backward_ms": 2.0}
-                 for k, d in enumerate(("acc2", "acc0")))
-    canned = TrainingRunResult(model="m", devices=("acc2", "acc0"), operators_moved=0, per_stage=rows,
+                       loss_max_abs_diff=0.0, n_parameters_checked=3, worst_parameter="w")
+    canned = TrainingRunResult(model="m", devices=("acc2", "acc0"), operators_moved=0, operators=(5, 5),
                                run=step)
     monkeypatch.setattr(workflow, "run_plan", lambda *a, **k: canned)
     assert main(["run", "p.json"]) == 0

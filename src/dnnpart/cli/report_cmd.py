@@ -21,6 +21,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--microbatches", type=int, help="default: the plan's, else 4")
     p.add_argument("--model", help="the model, when the plan names a module: spec (see `run`)")
     p.add_argument("--trust-plan", action="store_true", help="follow the plan's module: spec")
+    p.add_argument("--run", metavar="RUN.json",
+                   help="a `dnnpart run PLAN --json` output: show its measurements beside the prediction")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_report)
     return p
@@ -32,7 +34,7 @@ def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     with command_progress(out, "report") as progress:
         written = write_report(args.plan, args.out, schedule=args.schedule,
                                microbatches=args.microbatches, model=args.model,
-                               trust=args.trust_plan, progress=progress)
+                               trust=args.trust_plan, run=args.run, progress=progress)
     if out.json_mode:
         out.json(dumps(written.to_dict()))
     else:

@@ -8,7 +8,12 @@ a rank starts the next micro-batch while later stages still work on the previous
 Activations travel point to point: a small header (kind, dtype, shape) then the tensor;
 non-tensor values (ints, shapes) are pickled into a byte tensor. Sends are asynchronous and
 receives blocking; since every cross-device edge goes to a strictly higher stage level and each
-rank runs its stages in (micro-batch, level) order, this cannot deadlock.
+rank runs its stages in (micro-batch, level) order, this cannot deadlock. Sends are waited for
+at the end of a pass over the micro-batches (their tensors are held until then).
+
+:func:`measure_distributed` makes more passes after the first, timed
+(:mod:`dnnpart.export.measuring`): each rank's stage calls and its pass; the first pass,
+whose outputs are returned, also measures each rank's peak memory.
 """
 
 from __future__ import annotations
@@ -17,17 +22,30 @@ import os
 import pickle
 import socket
 import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dnnpart._optional import require
 from dnnpart.errors import UsageError
+from dnnpart.export.measuring import RankMeasure
 from dnnpart.export.stages import StagedProgram, assemble_output
 
 HEADER_LEN = 16
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 _KIND_TENSOR, _KIND_PICKLE = 0, 1
+
+
+@dataclass(slots=True)
+class DistributedRun:
+    """The first pass's outputs, each rank's measurements and the timed passes' step seconds
+    (the slowest rank's)."""
+
+    outputs: list[Any]
+    measured: list[RankMeasure] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
 
 
 def run_distributed(
@@ -50,6 +68,21 @@ def run_distributed(
     RuntimeError
         A worker process failed (its error is included).
     """
+    return measure_distributed(program, microbatches, nproc=nproc, timeout_s=timeout_s,
+                               threads_per_process=threads_per_process).outputs
+
+
+def measure_distributed(
+    program: StagedProgram,
+    microbatches: Sequence[Sequence[Any]],
+    *,
+    nproc: int | None = None,
+    timeout_s: float = 300.0,
+    threads_per_process: int = 1,
+    steps: int = 0,
+) -> DistributedRun:
+    """:func:`run_distributed`, then ``steps`` timed passes over the same micro-batches (see
+    the module docstring); measurements of the ranks that run stages, in device order."""
     torch = require("torch", extra="torch", caller="dnnpart run")
 
     used = len(program.devices)
@@ -61,9 +94,12 @@ def run_distributed(
         out_path = Path(tmp) / "outputs.pt"
         batches = [tuple(mb) for mb in microbatches]
         run_workers(_worker, (world, port, program, batches, str(out_path), timeout_s,
-                              threads_per_process), world, "the distributed run")
+                              threads_per_process, steps), world, "the distributed run")
         result: list[Any] = torch.load(out_path, weights_only=False)
-        return result
+        measured = [RankMeasure(**torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False))
+                    for r in range(used)]
+    return DistributedRun(outputs=result, measured=measured,
+                          step_s=[max(m.step_s[i] for m in measured) for i in range(steps)])
 
 
 def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str) -> None:
@@ -103,11 +139,14 @@ def _worker(
     out_path: str,
     timeout_s: float,
     threads: int,
+    steps: int,
 ) -> None:
     import datetime
 
     import torch
     import torch.distributed as dist
+
+    from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
 
     torch.set_num_threads(threads)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -121,49 +160,74 @@ def _worker(
     try:
         rank_of = {dev: r for r, dev in enumerate(program.devices)}
         my_stages = [s for s in program.stages if rank_of[s.device] == rank]
-        producer_rank = {v: 0 for v in program.input_names}
-        for s in program.stages:
-            for v in s.outputs:
-                producer_rank[v] = rank_of[s.device]
-        tag_of = {v: i for i, v in enumerate(sorted(producer_rank))}
-        # who needs each value on another rank
-        needed: dict[str, set[int]] = {}
-        for s in program.stages:
-            for v in s.inputs:
-                needed.setdefault(v, set()).add(rank_of[s.device])
-        for v in program.output_values:
-            needed.setdefault(v, set()).add(0)
-        pending: list[Any] = []
-        outputs: list[Any] = []
-        with torch.no_grad():
-            for mb in batches:
-                values: dict[str, Any] = {}
-                if rank == 0:
-                    values.update(zip(program.input_names, mb, strict=True))
-                    for v in program.input_names:
-                        for dst in sorted(needed.get(v, set()) - {0}):
-                            pending += _send(values[v], dst, tag_of[v])
-                for stage in my_stages:
-                    for v in stage.inputs:
-                        if v not in values:
-                            values[v] = _recv(producer_rank[v], tag_of[v])
-                    results = stage.module(*(values[v] for v in stage.inputs))
-                    for v, value in zip(stage.outputs, results, strict=True):
-                        values[v] = value
-                        for dst in sorted(needed.get(v, set()) - {rank}):
-                            pending += _send(value, dst, tag_of[v])
-                if rank == 0:
-                    for v in program.output_values:
-                        if v not in values:
-                            values[v] = _recv(producer_rank[v], tag_of[v])
-                    outputs.append(assemble_output(program, values))
-        for work in pending:
-            work.wait()
+        timer = ChunkTimer()
+        calls = [timer.wrap("forward", s.module) for s in my_stages]
+        measure = RankMeasure()
+        with allocator_peak(torch.device("cpu"), measure, held_bytes(*(s.module for s in my_stages))):
+            outputs = _pass(rank, program, my_stages, calls, batches)
         if rank == 0:
             torch.save(outputs, out_path)
+        del outputs
+        for _ in range(steps):
+            dist.barrier()
+            timer.reset()
+            t0 = time.perf_counter()
+            _pass(rank, program, my_stages, calls, batches)
+            measure.step_s.append(time.perf_counter() - t0)
+            measure.forward_s.append(timer.seconds["forward"])
+            measure.backward_s.append(0.0)
+        if rank < len(program.devices):
+            torch.save(measure.to_dict(), Path(out_path).with_name(f"rank{rank}.pt"))
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[Any],
+          batches: list[tuple[Any, ...]]) -> list[Any]:
+    """One pass of this rank over every micro-batch; the model's outputs on rank 0."""
+    import torch
+
+    rank_of = {dev: r for r, dev in enumerate(program.devices)}
+    producer_rank = {v: 0 for v in program.input_names}
+    for s in program.stages:
+        for v in s.outputs:
+            producer_rank[v] = rank_of[s.device]
+    tag_of = {v: i for i, v in enumerate(sorted(producer_rank))}
+    # who needs each value on another rank
+    needed: dict[str, set[int]] = {}
+    for s in program.stages:
+        for v in s.inputs:
+            needed.setdefault(v, set()).add(rank_of[s.device])
+    for v in program.output_values:
+        needed.setdefault(v, set()).add(0)
+    pending: list[Any] = []
+    outputs: list[Any] = []
+    with torch.no_grad():
+        for mb in batches:
+            values: dict[str, Any] = {}
+            if rank == 0:
+                values.update(zip(program.input_names, mb, strict=True))
+                for v in program.input_names:
+                    for dst in sorted(needed.get(v, set()) - {0}):
+                        pending += _send(values[v], dst, tag_of[v])
+            for stage, call in zip(my_stages, calls, strict=True):
+                for v in stage.inputs:
+                    if v not in values:
+                        values[v] = _recv(producer_rank[v], tag_of[v])
+                results = call(*(values[v] for v in stage.inputs))
+                for v, value in zip(stage.outputs, results, strict=True):
+                    values[v] = value
+                    for dst in sorted(needed.get(v, set()) - {rank}):
+                        pending += _send(value, dst, tag_of[v])
+            if rank == 0:
+                for v in program.output_values:
+                    if v not in values:
+                        values[v] = _recv(producer_rank[v], tag_of[v])
+                outputs.append(assemble_output(program, values))
+    for work in pending:
+        work.wait()
+    return outputs
 
 
 def _send(value: Any, dst: int, tag: int) -> list[Any]:

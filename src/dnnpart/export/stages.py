@@ -165,19 +165,22 @@ def split_module(gm: fx.GraphModule, device_of: Mapping[str, int],
 
 def assemble_output(program: StagedProgram, values: Mapping[str, Any]) -> Any:
     """Rebuild the model's output structure from the computed values."""
+    return _fill(program.output_template, values)
 
-    def fill(x: Any) -> Any:
-        if isinstance(x, _ValueRef):
-            return values[str(x)]
-        if isinstance(x, tuple):
-            return tuple(fill(v) for v in x)
-        if isinstance(x, list):
-            return [fill(v) for v in x]
-        if isinstance(x, dict):
-            return {k: fill(v) for k, v in x.items()}
-        return x
 
-    return fill(program.output_template)
+def _fill(x: Any, values: Mapping[str, Any]) -> Any:
+    """``x`` with every value name replaced by its value. A module-level function, not a
+    closure calling itself: that would be a reference cycle holding ``values`` (a stage's
+    activations) until the garbage collector runs."""
+    if isinstance(x, _ValueRef):
+        return values[str(x)]
+    if isinstance(x, tuple):
+        return tuple(_fill(v, values) for v in x)
+    if isinstance(x, list):
+        return [_fill(v, values) for v in x]
+    if isinstance(x, dict):
+        return {k: _fill(v, values) for k, v in x.items()}
+    return x
 
 
 def run_locally(program: StagedProgram, inputs: Sequence[Any]) -> Any:

@@ -18,9 +18,12 @@ Choices (written in docs/run.md too):
   ``wte`` lives in two stages) and every micro-batch loss against the reference, relative to
   the largest reference value, tolerance :data:`RTOL` (float32 reduction order differs
   between the split and the whole graph; measured differences are ~1e-7).
-* timings: after the step each stage times its own forward and backward on the first
-  micro-batch's inputs (median of a few repeats, no communication), beside the plan's
-  predicted forward/backward load of its device.
+* measurement: the checked step is also the warm-up; its peak memory is measured
+  (allocator-level, :mod:`dnnpart.export.measuring`). Then ``steps`` more schedule steps run
+  on the same micro-batches (gradients set to ``None`` before each, as a trainer's
+  ``zero_grad`` does), each stage's forward and backward timed over all its micro-batches
+  inside the schedule. Their values are not checked again: the check is the first step's.
+  The schedule keeps no merged outputs (``return_outputs=False``): nothing reads them.
 
 Plans a linear pipeline cannot run are refused (:class:`~dnnpart.errors.FormatError`, one line
 naming the reason): a device with two separate pieces (non-contiguous or op-level placements
@@ -30,7 +33,6 @@ such as PARDNN's), replicated stages, or a value crossing stages that is not a t
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +42,7 @@ from typing import Any
 
 from dnnpart._optional import require
 from dnnpart.errors import FormatError
+from dnnpart.export.measuring import RankMeasure, Spread
 from dnnpart.export.stages import StagedProgram, assemble_output
 
 RTOL = 1e-4
@@ -62,8 +65,14 @@ class TrainingRun:
     loss_max_abs_diff: float
     n_parameters_checked: int
     worst_parameter: str
-    measured_ms: list[dict[str, float]] = field(default_factory=list)
-    step_ms: float = 0.0
+    measured: list[RankMeasure] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    output_bytes: float = 0.0  # one micro-batch's output the loss reads
+
+    @property
+    def step(self) -> Spread | None:
+        """Median and range of the timed steps (seconds; ``None`` without timed steps)."""
+        return Spread.of(self.step_s) if self.step_s else None
 
     @property
     def grad_relative_diff(self) -> float:
@@ -214,11 +223,8 @@ def carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) -
         def __init__(self) -> None:
             super().__init__()
             self.inner = stage.module
-            self.first_inputs: tuple[Any, ...] | None = None
 
         def forward(self, *args: Any) -> Any:
-            if self.first_inputs is None:
-                self.first_inputs = tuple(a.detach().clone() for a in args)
             values = dict(zip(carry[k], args, strict=True))
             results = self.inner(*(values[v] for v in stage.inputs))
             values.update(zip(stage.outputs, results, strict=True))
@@ -324,9 +330,10 @@ def run_training_step(
     *,
     schedule: str = "1f1b",
     timeout_s: float = 300.0,
-    time_repeats: int = 3,
+    steps: int = 0,
 ) -> TrainingRun:
-    """One pipelined training step across ``len(program.stages)`` gloo processes, checked.
+    """One pipelined training step across ``len(program.stages)`` gloo processes, checked;
+    then ``steps`` more steps, timed (see the module docstring).
 
     Raises
     ------
@@ -357,7 +364,7 @@ def run_training_step(
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
         run_workers(_worker, (world, port, program, carry, alias, examples, batch, full_target, n,
-                              schedule, tmp, timeout_s, time_repeats),
+                              schedule, tmp, timeout_s, steps),
                     world, "the pipelined training run")
         parts = [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
     # one thread, as in the workers: CPU kernels pick their reduction order by thread count,
@@ -377,6 +384,7 @@ def run_training_step(
     if worst == float("inf"):
         raise RuntimeError(f"the pipeline produced no gradient for parameter {worst_name!r}")
     losses = [float(x) for x in parts[-1]["losses"]]
+    measured = [RankMeasure(**p["measured"]) for p in parts]
     return TrainingRun(
         schedule=schedule,
         microbatches=n,
@@ -388,8 +396,9 @@ def run_training_step(
         loss_max_abs_diff=max(abs(a - b) for a, b in zip(losses, ref_losses, strict=True)),
         n_parameters_checked=len(ref_grads),
         worst_parameter=worst_name,
-        measured_ms=[{"forward": p["fw_ms"], "backward": p["bw_ms"]} for p in parts],
-        step_ms=max(p["step_ms"] for p in parts),
+        measured=measured,
+        step_s=[max(m.step_s[i] for m in measured) for i in range(steps)],
+        output_bytes=float(shapes[0].numel() * shapes[0].element_size()),
     )
 
 
@@ -407,13 +416,15 @@ def _worker(
     schedule: str,
     tmp: str,
     timeout_s: float,
-    repeats: int,
+    steps: int,
 ) -> None:
     import datetime
 
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
 
     torch.set_num_threads(1)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -425,50 +436,46 @@ def _worker(
         module = carry_module(program, rank, carry)
         module.zero_grad(set_to_none=True)
         ins, outs = examples[rank]
-        stage = PipelineStage(module, rank, world, torch.device("cpu"), input_args=ins, output_args=outs)
+        device = torch.device("cpu")
+        stage = PipelineStage(module, rank, world, device, input_args=ins, output_args=outs)
+        timer = ChunkTimer()  # inside the schedule, between its receives and sends
+        stage.forward_one_chunk = timer.wrap("forward", stage.forward_one_chunk)  # type: ignore[method-assign]
+        stage.backward_one_chunk = timer.wrap("backward", stage.backward_one_chunk)  # type: ignore[method-assign]
 
         def loss_fn(out: Any, tgt: Any) -> Any:
             return torch.nn.functional.mse_loss(out, tgt)
 
         cls = ScheduleGPipe if schedule == "gpipe" else Schedule1F1B
         sched = cls(stage, n_microbatches=n_micro, loss_fn=loss_fn)
+        last = rank == world - 1
+
+        def step(losses: list[Any] | None) -> None:
+            kwargs: dict[str, Any] = {"target": target, "losses": losses} if last else {}
+            if rank == 0:
+                sched.step(*batch, return_outputs=False, **kwargs)
+            else:
+                sched.step(return_outputs=False, **kwargs)
+
+        measure = RankMeasure()
         losses: list[Any] = []
-        t0 = time.perf_counter()
-        kwargs: dict[str, Any] = {"target": target, "losses": losses} if rank == world - 1 else {}
-        if rank == 0:
-            sched.step(*batch, **kwargs)
-        else:
-            sched.step(**kwargs)
-        step_ms = (time.perf_counter() - t0) * 1e3
+        with allocator_peak(device, measure, held_bytes(module)):
+            step(losses)  # the checked step, and the warm-up
         grads = {alias.get(n, n): p.grad.detach().clone()
                  for n, p in module.inner.named_parameters() if p.grad is not None}
-        fw_ms, bw_ms = _time_stage(module, repeats)
+        for _ in range(steps):
+            module.zero_grad(set_to_none=True)
+            dist.barrier()
+            timer.reset()
+            t0 = time.perf_counter()
+            step([] if last else None)
+            measure.step_s.append(time.perf_counter() - t0)
+            measure.forward_s.append(timer.seconds["forward"])
+            measure.backward_s.append(timer.seconds["backward"])
         torch.save(
-            {"grads": grads, "losses": [float(x.detach()) for x in losses], "fw_ms": fw_ms, "bw_ms": bw_ms,
-             "step_ms": step_ms},
+            {"grads": grads, "losses": [float(x.detach()) for x in losses],
+             "measured": measure.to_dict()},
             Path(tmp) / f"rank{rank}.pt",
         )
         dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def _time_stage(module: Any, repeats: int) -> tuple[float, float]:
-    """Median forward and backward time (ms) of one stage on its first micro-batch's inputs."""
-    import torch
-
-    inputs = module.first_inputs
-    fws, bws = [], []
-    for _ in range(max(1, repeats) + 1):  # the first run warms up (allocator, lazy init)
-        args = tuple(a.clone().requires_grad_(a.is_floating_point()) for a in inputs)
-        t0 = time.perf_counter()
-        out = module(*args)
-        t1 = time.perf_counter()
-        outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o.requires_grad]
-        if outs:
-            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
-        t2 = time.perf_counter()
-        fws.append((t1 - t0) * 1e3)
-        bws.append((t2 - t1) * 1e3)
-    module.zero_grad(set_to_none=True)
-    return statistics.median(fws[1:]), statistics.median(bws[1:])

@@ -24,11 +24,11 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
 * **Memory** of stage ``i`` of ``S``: weights ``W`` (the parameters it holds or reads: a tied
   weight read by two stages counts in both), with training also gradients ``W`` and optimizer
   state ``k W``, plus the activations of the micro-batches in flight: GPipe ``m``, 1F1B
-  ``min(m, S - i)``, inference 1, times the stage's stashed bytes ``A`` (output bytes of its
-  forward operators); with recomputation the stash is the bytes it receives (``I``) and one
-  micro-batch's ``A`` is rebuilt during a backward. ``k`` is the optimizer's from the import
-  (Adam 2, SGD or none 0) where the graph has parameter nodes, else 2 (Adam), the simulator's
-  default.
+  ``min(m, S - i)``, inference 1, times the stage's stashed bytes ``A`` (the forward values
+  its backward reads, :func:`node_activation_bytes`); with recomputation the stash is the
+  bytes it receives (``I``) and one micro-batch's ``A`` is rebuilt during a backward. ``k`` is
+  the optimizer's from the import (Adam 2, SGD or none 0) where the graph has parameter
+  nodes, else 2 (Adam), the simulator's default.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.graph.core import CONTROL, NORMAL, RESIDUAL, Graph
+from dnnpart.graph.core import CONTROL, RESIDUAL, Graph
+from dnnpart.pricing.liveness import stashed, value_bytes
 from dnnpart.pricing.pairs import Topology
 
 FloatArray = npt.NDArray[np.float64]
@@ -101,9 +102,11 @@ def node_weight_bytes(g: Graph) -> FloatArray:
 
 
 def node_activation_bytes(g: Graph) -> FloatArray:
-    """Per node, the bytes a stage stashes per micro-batch for it: the output bytes of normal
-    forward nodes when the graph carries ``output_bytes``, else 0 -- the simulator's
-    ``activation_bytes``, which Parmesan's phase-1 memory model also charges.
+    """Per node, the bytes a stage stashes per micro-batch for it when the graph carries
+    ``output_bytes`` (else 0): the forward values the backward reads, views and ``getitem``
+    counted at the value they alias (:func:`dnnpart.pricing.liveness.stashed`; every forward
+    output that allocates where the graph does not say what the backward reads) -- the
+    simulator's ``activation_bytes``, which Parmesan's phase-1 memory model also charges.
 
     Examples
     --------
@@ -111,8 +114,9 @@ def node_activation_bytes(g: Graph) -> FloatArray:
     >>> node_activation_bytes(chain_graph(2, memory_bytes=3.0)).tolist()  # no output_bytes
     [0.0, 0.0]
     """
-    out_bytes = g.node_output_bytes() if g.output_bytes is not None else np.zeros(g.n_nodes)
-    out: FloatArray = np.where(~g.is_backward & (g.memory_classes() == NORMAL), out_bytes, 0.0)
+    if g.output_bytes is None:
+        return np.zeros(g.n_nodes)
+    out: FloatArray = np.where(stashed(g), value_bytes(g), 0.0)
     return out
 
 

@@ -11,11 +11,11 @@ forward part and backward part convex) and the forward quotient graph acyclic, o
 Per stage: ``forward`` / ``backward`` = summed node times on the primary; ``weight_bytes`` =
 summed ``param_bytes`` where the graph has phase-2 arrays, else summed ``memory_bytes`` (paper
 1's per-node memory, which its replication term also reads as weights);
-``activation_bytes`` = summed output bytes of its normal forward nodes when the graph carries
-``output_bytes`` (0 otherwise); ``input_bytes`` = bytes its forward part receives per
-micro-batch. Each cross-device edge becomes a :class:`~dnnpart.simulate.pipeline.StageEdge`
-(phase F for forward nodes, B for backward ones), bytes per (tensor, destination stage) as the
-op emulator counts them.
+``activation_bytes`` = its stash per micro-batch when the graph carries ``output_bytes`` (0
+otherwise; :func:`~dnnpart.pricing.chain.node_activation_bytes`); ``input_bytes`` = bytes its
+forward part receives per micro-batch. Each cross-device edge becomes a
+:class:`~dnnpart.simulate.pipeline.StageEdge` (phase F for forward nodes, B for backward
+ones), bytes per (tensor, destination stage) as the op emulator counts them.
 """
 
 from __future__ import annotations

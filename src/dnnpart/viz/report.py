@@ -25,7 +25,10 @@ Content (choices, also in docs/report.md):
 * the placement drawn on the graph, coloured by device (:mod:`dnnpart.viz.placement`;
   contracted to modules on big graphs);
 * with ``plan --compare``: a table of the methods run (status, objective, bound, gap, how far
-  from the best, seconds).
+  from the best, seconds);
+* with ``report --run RUN.json`` (a ``run --json`` output): the run's measured step, stage
+  times and peak memory beside their prediction, with the spread over the timed steps and the
+  relative error (:mod:`dnnpart.workflow.measured`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class ReportInput:
     schedule: str = "1f1b"
     microbatches: int = 4
     comparison: list[dict[str, Any]] = field(default_factory=list)  # rows of comparison_rows()
+    measured: dict[str, Any] | None = None  # a run's rows and notes (workflow.measured)
 
 
 def _fmt_bytes(x: float) -> str:
@@ -257,6 +261,14 @@ def _node_modules(rep: ReportInput) -> list[str] | None:
     return [path.get(n, "") for n in rep.problem.graph.names]
 
 
+def _measured(m: dict[str, Any]) -> str:
+    """The section of a run's measurements beside their prediction."""
+    head = f"<h2>Predicted against measured ({html.escape(str(m.get('steps')))} timed steps)</h2>"
+    notes = "".join(f"<p>{html.escape(n)}</p>" for n in m.get("notes", []))
+    return head + _table(("", "predicted", "measured (median)", "min-max", "error"),
+                         [list(r) for r in m["rows"]]) + notes
+
+
 def build_report(rep: ReportInput) -> str:
     """The HTML text.
 
@@ -348,6 +360,8 @@ def build_report(rep: ReportInput) -> str:
             row += [_fmt_bytes(float(memory.get(st.device, {}).get(k, 0.0))) for k in mem_keys]
             stage_rows.append(row)
         parts.append("<h2>Stages</h2>" + _table(head, stage_rows))
+    if rep.measured:
+        parts.append(_measured(rep.measured))
     parts += figures
     if kind != "iteration":
         parts.append("<h2>Placement</h2>" + placement_svg(problem, plan, modules=modules))

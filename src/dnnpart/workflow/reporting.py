@@ -36,6 +36,7 @@ def write_report(
     microbatches: int | None = None,
     model: str | None = None,
     trust: bool = False,
+    run: str | Path | None = None,
     progress: ProgressFactory | None = None,
 ) -> ReportResult:
     """Write the HTML report of ``plan`` to ``out``.
@@ -46,6 +47,8 @@ def write_report(
     out : the HTML file.
     schedule, microbatches : of the pipeline figures (default: the plan's, else ``1f1b``, 4).
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
+    run : a ``dnnpart run PLAN --json`` output: its measurements are shown beside their
+        prediction (:mod:`dnnpart.workflow.measured`).
     progress : told each phase as it starts (``"loading PLAN"``, ``"writing report"``; see
         :mod:`dnnpart.workflow.phases`).
 
@@ -75,6 +78,7 @@ def write_report(
     micro = microbatches or int(stored.get("microbatches") or 4)
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")
+    measured = _run_measurement(run) if run is not None else None
     if not isinstance(plan, PlannedModel):
         with phase(progress, loading_phase(plan, runnable=False)):
             planned = load_plan(plan, model=model, trust=trust)
@@ -83,9 +87,29 @@ def write_report(
         text = build_report(ReportInput(
             problem=planned.problem, plan=planned.require_plan(), imported=planned.imported,
             meta=meta, schedule=schedule or str(stored.get("schedule") or "1f1b"),
-            microbatches=micro, comparison=list(planned.comparison)))
+            microbatches=micro, comparison=list(planned.comparison), measured=measured))
         Path(out).write_text(text, encoding="utf-8")
     return ReportResult(path=out, chars=len(text))
+
+
+def _run_measurement(path: str | Path) -> dict[str, Any]:
+    """The predicted-against-measured rows and notes of a ``run --json`` file.
+
+    Raises
+    ------
+    FormatError
+        The file is not JSON, or has no measurement (one line naming the file).
+    """
+    from dnnpart.io import fields as f
+    from dnnpart.workflow.measured import comparison_rows
+
+    data = f.require_mapping(f.read_json(path), str(path))
+    m = data.get("measurement")
+    if not isinstance(m, dict):
+        raise FormatError(f"{path}: no \"measurement\": not the output of `dnnpart run PLAN --json`")
+    notes = [str(m.get(k, "")) for k in ("note", "memory_measured", "memory_predicted")]
+    return {"rows": comparison_rows(m, str(path)), "steps": m.get("steps"),
+            "notes": [n for n in notes if n]}
 
 
 def _batch_size(block: Any) -> dict[str, int]:

@@ -4,7 +4,9 @@ Inference plans run their stages in one gloo process per device, micro-batch by
 micro-batch, and are compared with the unpartitioned model (:class:`RunResult`). Training plans
 run one pipelined step, forward and backward, under a ``torch.distributed.pipelining``
 schedule, and their losses and gradients are compared with the unpartitioned step
-(:class:`TrainingRunResult`; see :mod:`dnnpart.export.training_run`).
+(:class:`TrainingRunResult`; see :mod:`dnnpart.export.training_run`). Then both run ``steps``
+more steps, measured, beside what the cost model predicts for them
+(:mod:`dnnpart.workflow.measured`).
 
 A plan runs as planned or not at all: every device that holds operators runs a stage, in the
 plan's order (:func:`pipeline_program` for training plans and the pipelining export), and the
@@ -29,6 +31,7 @@ from dnnpart.workflow.planned import PlannedModel
 if TYPE_CHECKING:
     from dnnpart.export.stages import StagedProgram
     from dnnpart.export.training_run import TrainingRun
+    from dnnpart.workflow.measured import RunComparison
 
 #: Micro-batches of an inference run when none is asked for.
 DEFAULT_MICROBATCHES = 4
@@ -44,6 +47,8 @@ class RunResult:
         stages; ``stages``: stages run; ``microbatches``: micro-batches run.
     max_abs_diff : max |distributed - unpartitioned| over every output.
     max_abs_reference : max |unpartitioned| (the scale of the difference).
+    measurement : the timed passes and peak memory beside their prediction (``None``: not
+        measured).
     """
 
     model: str
@@ -53,6 +58,7 @@ class RunResult:
     microbatches: int
     max_abs_diff: float
     max_abs_reference: float
+    measurement: RunComparison | None = None
 
     @property
     def relative_diff(self) -> float:
@@ -65,7 +71,8 @@ class RunResult:
         return {"model": self.model, "processes": self.processes,
                 "devices_used": list(self.devices_used), "stages": self.stages,
                 "microbatches": self.microbatches, "max_abs_diff": self.max_abs_diff,
-                "max_abs_reference": self.max_abs_reference, "relative_diff": self.relative_diff}
+                "max_abs_reference": self.max_abs_reference, "relative_diff": self.relative_diff,
+                **({"measurement": self.measurement.to_dict()} if self.measurement else {})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,16 +84,17 @@ class TrainingRunResult:
     model : the model spec.
     devices : the device of each stage, in stage order.
     operators_moved : operators the two captures name differently, run with their producers.
-    per_stage : per stage: device, operators, predicted (the plan's device loads) and measured
-        (this CPU, first micro-batch) forward and backward ms.
+    operators : operators of the module run per stage.
     run : the step and its check (:class:`~dnnpart.export.training_run.TrainingRun`).
+    measurement : the timed steps and peak memory beside their prediction.
     """
 
     model: str
     devices: tuple[str, ...]
     operators_moved: int
-    per_stage: tuple[dict[str, Any], ...]
+    operators: tuple[int, ...]
     run: TrainingRun
+    measurement: RunComparison | None = None
 
     @property
     def passed(self) -> bool:
@@ -112,8 +120,8 @@ class TrainingRunResult:
             "grad_relative_diff": r.grad_relative_diff,
             "tolerance": RTOL,
             "passed": r.passed,
-            "step_ms": r.step_ms,
-            "per_stage": [dict(row) for row in self.per_stage],
+            "operators": list(self.operators),
+            **({"measurement": self.measurement.to_dict()} if self.measurement else {}),
         }
 
 
@@ -144,6 +152,7 @@ def run_plan(
     nproc: int | None = None,
     microbatches: int | None = None,
     schedule: str | None = None,
+    steps: int = 5,
     progress: ProgressFactory | None = None,
 ) -> RunResult | TrainingRunResult:
     """Run a plan of a torch model in local gloo processes and check it against the model.
@@ -155,6 +164,7 @@ def run_plan(
     nproc : processes (default: one per device the plan uses; inference plans).
     microbatches : micro-batches (default: the plan's, else 4).
     schedule : training plans: ``gpipe`` or ``1f1b`` (default: the plan's, else ``1f1b``).
+    steps : timed steps after the checked one (``1..1000``), measured beside the prediction.
     progress : told each phase as it starts (``"loading PLAN (capturing its model)"``,
         ``"running N stage processes"``, ...; see :mod:`dnnpart.workflow.phases`).
 
@@ -166,21 +176,25 @@ def run_plan(
     Raises
     ------
     FormatError
-        An op-level plan (paper 2's makespan methods), a model that is not a torch model, or
-        bad ``nproc``/``microbatches``.
+        An op-level plan (paper 2's makespan methods), or a model that is not a torch model.
+    UsageError
+        Bad ``nproc``, ``microbatches`` or ``steps``.
 
     Examples
     --------
     >>> from dnnpart.workflow import plan_model
     >>> planned = plan_model("module:dnnpart.frontends.models:shared_relu_resnet",
     ...                      cluster="2xA100", input_shapes=[(1, 3, 16, 16)])
-    >>> ran = run_plan(planned)
+    >>> ran = run_plan(planned, steps=1)
     >>> ran.stages >= 1 and ran.relative_diff < 1e-5
     True
     """
+    from dnnpart.workflow.measured import check_steps
+
     for flag, value in (("--microbatches", microbatches), ("--nproc", nproc)):
         if value is not None and (isinstance(value, bool) or value < 1):  # before any capture
             raise UsageError(f"{flag} {value}: expected an integer >= 1")
+    check_steps(steps)
     where, method, block = _what_it_is(plan)
     if method is not None:  # refused before the model is captured
         raise FormatError(
@@ -193,8 +207,8 @@ def run_plan(
             load_planned_model(plan, model=model, trust=trust)
     if block.get("training"):
         return _run_training(loaded, where, microbatches=microbatches, schedule=schedule,
-                             progress=progress)
-    return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches,
+                             steps=steps, progress=progress)
+    return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches, steps=steps,
                           progress=progress)
 
 
@@ -220,12 +234,13 @@ def _torch_model(planned: PlannedModel, where: str) -> tuple[Any, Any, dict[str,
 
 
 def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
-                   microbatches: int | None, progress: ProgressFactory | None = None) -> RunResult:
+                   microbatches: int | None, steps: int,
+                   progress: ProgressFactory | None = None) -> RunResult:
     micro = planned_microbatches(planned, microbatches)
     source, gm, device_of = _torch_model(planned, where)
     import torch
 
-    from dnnpart.export.runtime import run_distributed
+    from dnnpart.export.runtime import measure_distributed
     from dnnpart.export.stages import split_module
     from dnnpart.frontends.sources import example_inputs
 
@@ -238,20 +253,24 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
         for i in range(micro)
     ]
     with phase(progress, _processes(nproc or len(program.devices))):
-        outputs = run_distributed(program, batches, nproc=nproc)
+        ran = measure_distributed(program, batches, nproc=nproc, steps=steps)
+    outputs = ran.outputs
     torch.set_num_threads(1)
     with phase(progress, "running the unpartitioned model"), torch.no_grad():
         references = [source.module(*mb) for mb in batches]
     diffs = [_max_abs_diff(o, r) for o, r in zip(outputs, references, strict=True)]
+    comparison = _comparison(planned, list(program.devices), ran.measured, ran.step_s,
+                             training=False, schedule="gpipe", microbatches=micro,
+                             output_bytes=_nbytes(references[0]))
     return RunResult(
         model=source.spec, processes=nproc or len(program.devices),
         devices_used=tuple(planned.problem.cluster.devices[d].name for d in program.devices),
         stages=len(program.stages), microbatches=len(batches), max_abs_diff=max(diffs),
-        max_abs_reference=max(_max_abs(r) for r in references))
+        max_abs_reference=max(_max_abs(r) for r in references), measurement=comparison)
 
 
 def _run_training(planned: PlannedModel, where: str, *,
-                  microbatches: int | None, schedule: str | None,
+                  microbatches: int | None, schedule: str | None, steps: int,
                   progress: ProgressFactory | None = None) -> TrainingRunResult:
     from dnnpart.export.training_run import run_training_step
     from dnnpart.frontends.sources import example_inputs
@@ -266,24 +285,41 @@ def _run_training(planned: PlannedModel, where: str, *,
         for i in range(n_micro)
     ]
     with phase(progress, _processes(len(program.stages)) + " and the unpartitioned step"):
-        result = run_training_step(program, gm, batches, schedule=chosen)
-    ev = planned.evaluation
-    assert ev is not None  # a loaded plan is scored
-    names = [problem.cluster.devices[s.device].name for s in program.stages]
-    rows = tuple(
-        {
-            "stage": s.index,
-            "device": problem.cluster.devices[s.device].name,
-            "operators": len(s.nodes),
-            "predicted_forward_ms": float(ev.forward_load[s.device]),
-            "predicted_backward_ms": float(ev.backward_load[s.device]),
-            "measured_forward_ms": m["forward"],
-            "measured_backward_ms": m["backward"],
-        }
-        for s, m in zip(program.stages, result.measured_ms, strict=True)
-    )
-    return TrainingRunResult(model=source.spec, devices=tuple(names), operators_moved=moved,
-                             per_stage=rows, run=result)
+        result = run_training_step(program, gm, batches, schedule=chosen, steps=steps)
+    order = [s.device for s in program.stages]
+    comparison = _comparison(planned, order, result.measured, result.step_s, training=True,
+                             schedule=chosen, microbatches=n_micro, output_bytes=result.output_bytes)
+    return TrainingRunResult(model=source.spec,
+                             devices=tuple(problem.cluster.devices[d].name for d in order),
+                             operators_moved=moved, operators=tuple(len(s.nodes) for s in program.stages),
+                             run=result, measurement=comparison)
+
+
+def _comparison(planned: PlannedModel, order: list[int], measured: Any, step_s: Any, *,
+                training: bool, schedule: str, microbatches: int,
+                output_bytes: float) -> RunComparison:
+    """The run's measurements beside the cost model's prediction for the run's conditions."""
+    from dnnpart.evaluate.run_prediction import predict_run
+    from dnnpart.workflow.measured import RunComparison
+
+    problem = planned.problem
+    prediction = predict_run(problem, planned.require_plan(), order, training=training,
+                             schedule=schedule, microbatches=microbatches,
+                             output_bytes=output_bytes)
+    priced = [(spec.name if (spec := problem.cluster.devices[d].spec) is not None else
+               problem.cluster.devices[d].kind) for d in order]
+    return RunComparison(prediction=prediction, measured=measured, step_s=step_s,
+                         training=training, priced_by=priced)
+
+
+def _nbytes(value: Any) -> float:
+    """Bytes of every tensor in a (nested) model output."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return float(value.numel() * value.element_size())
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return float(sum(_nbytes(x) for x in items))
 
 
 def _processes(n: int) -> str:
@@ -487,6 +523,8 @@ def _max_abs(a: Any) -> float:
 def _max_abs_diff(a: Any, b: Any) -> float:
     import torch
 
+    if isinstance(a, (list, tuple)) and len(a) == 1 and isinstance(b, torch.Tensor):
+        a = a[0]  # the exported graph returns a 1-tuple where the module returns a tensor
     if isinstance(a, torch.Tensor):
         return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
     if isinstance(a, (list, tuple)):

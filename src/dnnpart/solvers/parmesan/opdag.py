@@ -19,8 +19,8 @@ evaluator finds within memory: weights ``P(U)`` (:func:`~dnnpart.pricing.chain.n
 plus, when training, their gradients and ``optimizer_states`` copies (Adam: 2); plus the stash
 of the micro-batches in flight: ``k * A(U)`` without recomputation, ``k * I(U)`` with it (and
 one micro-batch's ``A(U)`` rebuilt during a backward when training). ``A(U)`` is the stashed
-activation bytes of ``U`` (:func:`~dnnpart.pricing.chain.node_activation_bytes`: outputs of
-normal forward nodes), ``I(U)`` the bytes its forward part receives (``c_stash``: forward
+activation bytes of ``U`` (:func:`~dnnpart.pricing.chain.node_activation_bytes`: the forward
+values the backward reads), ``I(U)`` the bytes its forward part receives (``c_stash``: forward
 edges entering ``U``, one per producer and receiving op -- at least the simulator's one per
 producer and stage), and ``k`` the micro-batches one replica holds at once: 1 for inference
 (a forward frees its micro-batch), under training ``ceil(m / R)`` with GPipe and
