@@ -72,14 +72,18 @@ def test_the_machine_file_is_a_catalog_and_a_cluster(machine_file: Path) -> None
     assert priced_cluster("3xbox", specs=machine_file).cluster.n_devices == 3
 
 
-def _expected_ms(data: dict[str, Any], name: str, flops: float, moved: float, cls: str) -> float:
-    """An operator's time on the file's device, from the file's numbers (docs/calibrate.md)."""
+def _expected_ms(data: dict[str, Any], name: str, work: Any) -> float:
+    """An operator's time on the file's device, from the file's numbers (docs/calibrate.md):
+    its kind's parameters, else its class's, else the roofline; plus its fresh bytes."""
     dev = data["devices"][name]
-    params = dev["op_classes"].get(cls)
+    flops, moved = work.flops, work.bytes_moved
+    fresh = work.fresh_bytes / float(dev["fresh_bytes_rate"]) if "fresh_bytes_rate" in dev else 0.0
+    key = f"{work.op_class}:{work.op_kind}" if work.op_kind else work.op_class
+    params = dev["op_classes"].get(key, dev["op_classes"].get(work.op_class))
     if params is None:  # no calibrated class: the device's roofline
         return (max(flops / float(dev["peak_flops"]), moved / float(dev["memory_bandwidth"]))
-                + float(dev["launch_overhead_s"])) * 1e3
-    seconds = float(params.get("overhead_s", 0.0))
+                + float(dev["launch_overhead_s"]) + fresh) * 1e3
+    seconds = float(params.get("overhead_s", 0.0)) + fresh
     seconds += flops / float(params["flops"]) if "flops" in params else 0.0
     seconds += moved / float(params["bytes"]) if "bytes" in params else 0.0
     return seconds * 1e3
@@ -111,7 +115,7 @@ def test_plan_with_the_machine_file_prices_by_the_calibrated_classes(
     assert code == 0, payload
     data = yaml.safe_load(machine_file.read_text())
     works, _ = priced[-1]
-    expected = np.array([_expected_ms(data, "box", w.flops, w.bytes_moved, w.op_class) for w in works])
+    expected = np.array([_expected_ms(data, "box", w) for w in works])
     graph = problems[-1].graph
     assert graph.n_nodes == len(works)
     # node v is operator original_ids[v] of the capture (the graph is stored in its own order)

@@ -119,6 +119,9 @@ def test_a_spec_with_classes_round_trips_through_its_mapping() -> None:
     ({"matmul": {}}, "op_classes.matmul"),
     ({"matmul": 5}, "op_classes.matmul"),
     ({"matmull": {"flops": 1e9}}, "op_classes.matmull"),
+    ({"matmul:": {"flops": 1e9}}, "op_classes.matmul:"),
+    ({"matmul:NT": {"flops": 1e9}}, "op_classes.matmul:NT"),
+    ({"kind:tanh": {"flops": 1e9}}, "op_classes.kind:tanh"),
     ([1, 2], "op_classes"),
 ])
 def test_bad_class_parameters_name_their_field(entry: object, field: str) -> None:
@@ -131,3 +134,52 @@ def test_bad_class_parameters_name_their_field(entry: object, field: str) -> Non
 def test_a_class_without_a_rate_has_no_such_term() -> None:
     c = OpClassCost(name="view", overhead_s=2e-6)
     assert math.isinf(c.flops_rate) and c.time_s(1e12, 1e12) == 2e-6
+
+
+def test_a_linear_layers_products_are_classed_by_their_operands_storage() -> None:
+    """``x @ W.T`` forward (``W`` row-major, so ``B`` is transposed), ``g @ W`` for the input's
+    gradient (neither), ``g.T @ x`` for the weight's (``A`` transposed): the strides of the
+    captured fake tensors, as a training capture and calibration see them."""
+    torch = pytest.importorskip("torch")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from dnnpart.cost.ops import aten_op_name
+    from dnnpart.frontends.export_import import aten_spec, tensor_vals
+
+    def step(x: object, w: object, g: object) -> object:
+        return torch.autograd.grad(torch.nn.functional.linear(x, w), (x, w), g)
+
+    x = torch.randn(8, 16, requires_grad=True)
+    w = torch.randn(32, 16, requires_grad=True)
+    gm = make_fx(step, tracing_mode="fake")(x, w, torch.randn(8, 32))
+    classes = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and aten_op_name(node.target) == "mm":
+            work = operator_work(aten_spec(node, "mm", tensor_vals(node), {}))
+            shape = tuple(tensor_vals(node)[0].shape)
+            classes[shape] = work.cost_key
+    assert classes == {(8, 32): "matmul:nt", (8, 16): "matmul:nn", (32, 16): "matmul:tn"}
+
+
+def test_a_kinds_parameters_price_it_and_other_kinds_take_their_classes() -> None:
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      fresh_bytes_rate=1e9,
+                      op_classes=(OpClassCost(name="elementwise", bytes_rate=1e10, overhead_s=1e-6),
+                                  OpClassCost(name="elementwise:tanh", flops_rate=1e9, overhead_s=2e-6)))
+    got = device_time_s([4e6, 4e6, 4e6], [8e6, 8e6, 8e6], ["elementwise:tanh", "elementwise:add",
+                                                          "elementwise"], spec)
+    assert got.tolist() == pytest.approx([2e-6 + 4e6 / 1e9, 1e-6 + 8e6 / 1e10, 1e-6 + 8e6 / 1e10])
+    fresh = device_time_s([0.0, 0.0], [8e6, 8e6], ["elementwise", "conv"], spec, "fp32", [5e7, 5e7])
+    roof = roofline_time_s([0.0], [8e6], spec)[0]
+    assert fresh.tolist() == pytest.approx([1e-6 + 8e6 / 1e10 + 0.05, roof + 0.05])
+
+
+def test_only_outputs_past_the_fresh_allocation_size_are_fresh_bytes() -> None:
+    from dnnpart.cost.ops import FRESH_ALLOCATION_BYTES
+
+    big = FRESH_ALLOCATION_BYTES // 4  # float32 elements of one fresh allocation
+    w = operator_work(OpSpec(op_type="add", input_shapes=((big,), (big,)), output_shapes=((big,),)))
+    assert w.fresh_bytes == FRESH_ALLOCATION_BYTES and w.cost_key == "elementwise:add"
+    small = operator_work(OpSpec(op_type="add", input_shapes=((big - 1,),), output_shapes=((big - 1,),)))
+    view = operator_work(OpSpec(op_type="view", input_shapes=((big,),), output_shapes=((big,),)))
+    assert small.fresh_bytes == 0.0 and view.fresh_bytes == 0.0

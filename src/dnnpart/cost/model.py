@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from dnnpart.cost.ops import Work
 from dnnpart.cost.specs import PRECISION_BYTES, PRECISIONS, Catalog, DeviceSpec, LinkSpec, load_catalog
+from dnnpart.devices.specs import class_of
 from dnnpart.errors import UsageError
 
 FloatArray = npt.NDArray[np.float64]
@@ -63,10 +64,13 @@ def roofline_time_s(
 
 def device_time_s(
     flops: npt.ArrayLike, bytes_moved: npt.ArrayLike, classes: Sequence[str], device: DeviceSpec,
-    precision: str = "fp32",
+    precision: str = "fp32", fresh_bytes: npt.ArrayLike | None = None,
 ) -> FloatArray:
-    """Seconds per operator on ``device``: its calibrated class parameters where it has them
-    for the operator's class (``classes``, one per operator), the roofline elsewhere.
+    """Seconds per operator on ``device``: its calibrated parameters where it has them for the
+    operator's cost key (``classes``, one per operator: ``CLASS:KIND`` priced by that key's
+    parameters, else its class's), the roofline elsewhere; plus ``fresh_bytes`` (large
+    outputs, :data:`~dnnpart.cost.ops.FRESH_ALLOCATION_BYTES`) at the device's
+    ``fresh_bytes_rate``.
 
     Examples
     --------
@@ -76,17 +80,22 @@ def device_time_s(
     ...                                        overhead_s=1e-5),))
     >>> device_time_s([2e9, 2e9], [1e8, 1e8], ["matmul", "conv"], d).round(5).tolist()
     [0.03001, 0.002]
+    >>> device_time_s([2e9], [1e8], ["matmul:nt"], d).round(5).tolist()   # priced as matmul
+    [0.03001]
     """
     f = np.asarray(flops, dtype=np.float64)
     b = np.asarray(bytes_moved, dtype=np.float64)
     result = roofline_time_s(f, b, device, precision)
-    if not device.op_classes:
-        return result
-    names = np.asarray(classes, dtype=object)
-    for cost in device.op_classes:
-        mask = names == cost.name
-        if mask.any():
-            result[mask] = cost.time_s(f[mask], b[mask])
+    if device.op_classes:
+        own = {cost.name for cost in device.op_classes}
+        # a key the device has no parameters for is priced by its class's
+        names = np.asarray([k if k in own else class_of(k) for k in classes], dtype=object)
+        for cost in device.op_classes:
+            mask = names == cost.name
+            if mask.any():
+                result[mask] = cost.time_s(f[mask], b[mask])
+    if fresh_bytes is not None and math.isfinite(device.fresh_bytes_rate):
+        result = result + np.asarray(fresh_bytes, dtype=np.float64) / device.fresh_bytes_rate
     return result
 
 
@@ -165,9 +174,10 @@ class CostModel:
         flops = np.fromiter((w.flops for w in works), np.float64, len(works))
         moved = np.fromiter((w.bytes_moved for w in works), np.float64, len(works))
         moved = moved * self.bytes_factor
-        classes = [w.op_class for w in works]
-        cpu = device_time_s(flops, moved, classes, self.cpu, self.precision)
-        acc = device_time_s(flops, moved, classes, self.accelerator, self.precision)
+        classes = [w.cost_key for w in works]
+        fresh = np.fromiter((w.fresh_bytes for w in works), np.float64, len(works)) * self.bytes_factor
+        cpu = device_time_s(flops, moved, classes, self.cpu, self.precision, fresh)
+        acc = device_time_s(flops, moved, classes, self.accelerator, self.precision, fresh)
         result: FloatArray = np.column_stack((cpu, acc)) * MS_PER_S
         return result
 

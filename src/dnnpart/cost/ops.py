@@ -19,7 +19,17 @@ kind of kernel (``threshold_backward`` is element-wise, ``softmax_backward`` a r
 class is told by shape, not type: a convolution (or its backward) whose kernel reads one input
 channel per output channel (weights ``(C, 1, k, k)``, depthwise) is ``depthwise_conv``: it is
 memory-bound where a dense convolution is compute-bound (on a CPU its backward runs ten times
-fewer FLOP/s), so one set of parameters cannot price both. The
+fewer FLOP/s), so one set of parameters cannot price both. Nor is a matrix product one class
+on a CPU: with an operand stored transposed (column-major, a ``t`` view: a linear layer's
+``x @ W.T``, a weight gradient's ``x.T @ g``) its kernel runs at another speed than with both
+row-major (measured with one thread: a 256 x 512 by 512 x 50,257 product at 45 GFLOP/s with
+``B`` transposed, 83 with neither, 57 with ``A``), so a product whose capture knows its
+operands' strides has the kind ``nt`` (``B`` transposed), ``tn`` (``A``) or ``nn``. Likewise
+element-wise operators differ by an order of magnitude per element (measured: ``add`` 0.3 ns,
+``tanh`` 3.4 ns, ``bernoulli_`` 7.6 ns), which no FLOP count per element captures across
+machines. So each :class:`Work` carries a *kind* beside its class (the operator type, or the
+layout) and a calibrated device prices ``CLASS:KIND`` with its own fit where calibration
+measured that kind, else the class's. The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
 are views there (copies happen in ``contiguous``/``clone``), so they are in the view class.
 
@@ -100,6 +110,9 @@ PER_ELEMENT_FLOPS: dict[str, float] = {
     "bce_loss": 6,
     "sin": 4,
     "cos": 4,
+    # a random draw per element (dropout's mask, ``bernoulli_``); its real cost is the
+    # generator's, which calibration measures as the kind ``elementwise:bernoulli``
+    "bernoulli": 1,
     # backward kernels of training graphs (our estimates, per element of the input gradient):
     # layer norm's gradient recomputes the normalised input and two reductions.
     "layernorm_backward": 12,
@@ -112,6 +125,7 @@ PER_ELEMENT_FLOPS: dict[str, float] = {
     "silu_backward": 6,
     "softplus_backward": 5,
     "threshold_backward": 1,
+    "mse_loss_backward": 3,
     "embedding_backward": 1,
     "maxpool_backward": 1,
     "avgpool_backward": 1,
@@ -400,6 +414,8 @@ _SYNONYMS: dict[str, str] = {
     "threshold": "relu",
     "addbmm": "matmul",
     "_safe_softmax": "softmax",
+    "bernoulli_": "bernoulli",
+    "sgn": "abs",
     "constant_pad_nd": "pad",
     "as_strided_": "view",
     "copy_": "contiguous",
@@ -473,15 +489,40 @@ class OpSpec:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: Outputs of at least this many bytes are, on a CPU, memory the C allocator maps anew for
+#: every allocation (glibc's largest mmap threshold on 64-bit, 32 MiB: below it freed blocks
+#: are reused), whose pages the operator's first writes fault in: measured by ``calibrate``
+#: as the device's ``fresh_bytes_rate`` (about 1.3 GB/s here, against 16 GB/s to write memory
+#: already mapped).
+FRESH_ALLOCATION_BYTES = 32 * 2**20
+
+
 @dataclass(frozen=True, slots=True)
 class Work:
     """FLOPs and bytes moved of one operator; ``known`` is False for a bytes-only estimate;
-    ``op_class`` its class (:func:`op_class`; ``""``: none, the roofline prices it)."""
+    ``op_class`` its class (:func:`op_class`; ``""``: none, the roofline prices it);
+    ``op_kind`` a finer key within it (the operator type, or a matrix product's operand
+    layout ``nn``/``nt``/``tn``), which a calibrated device may price apart
+    (:attr:`cost_key`); ``fresh_bytes`` its outputs of at least
+    :data:`FRESH_ALLOCATION_BYTES` each, which a CPU allocates as fresh pages."""
 
     flops: float
     bytes_moved: float
     known: bool = True
     op_class: str = ""
+    op_kind: str = ""
+    fresh_bytes: float = 0.0
+
+    @property
+    def cost_key(self) -> str:
+        """``CLASS:KIND``, or the class alone where there is no kind.
+
+        Examples
+        --------
+        >>> Work(1.0, 1.0, op_class="elementwise", op_kind="tanh").cost_key
+        'elementwise:tanh'
+        """
+        return f"{self.op_class}:{self.op_kind}" if self.op_class and self.op_kind else self.op_class
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -518,7 +559,12 @@ def operator_work(spec: OpSpec) -> Work:
     if spec.op_type in ("conv", "conv_backward") and spec.weight_shapes \
             and len(spec.weight_shapes[0]) > 2 and spec.weight_shapes[0][1] == 1:
         cls = "depthwise_conv"
-    return Work(work.flops, work.bytes_moved, work.known, cls)
+    kind = str(spec.attrs.get("layout") or "") if cls == "matmul" else spec.op_type if cls else ""
+    fresh = 0.0
+    if cls not in ("view", "meta", ""):
+        sizes = [spec.itemsize * numel(o) for o in spec.output_shapes]
+        fresh = float(sum(x for x in sizes if x >= FRESH_ALLOCATION_BYTES))
+    return Work(work.flops, work.bytes_moved, work.known, cls, kind, fresh)
 
 
 def _work(spec: OpSpec) -> Work:

@@ -11,6 +11,7 @@ reading and writing of a spec, for catalogs and for cluster files alike.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -25,6 +26,34 @@ PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 #: mapping of operator types onto them is :data:`dnnpart.cost.ops.OP_CLASS`.
 OP_CLASSES = ("matmul", "conv", "depthwise_conv", "attention", "elementwise", "norm", "embedding",
               "reduce", "copy", "view", "meta")
+#: A finer cost key ``CLASS:KIND`` (``elementwise:tanh``, ``matmul:nt``): the kind is an operator
+#: type or a matrix product's operand layout (:attr:`dnnpart.cost.ops.Work.op_kind`).
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def class_of(name: str) -> str:
+    """The class of a cost key (``"elementwise:tanh"`` -> ``"elementwise"``).
+
+    Examples
+    --------
+    >>> class_of("elementwise:tanh"), class_of("conv")
+    ('elementwise', 'conv')
+    """
+    return name.partition(":")[0]
+
+
+def is_cost_key(name: Any) -> bool:
+    """Whether ``name`` is a class of :data:`OP_CLASSES` or ``CLASS:KIND`` of one.
+
+    Examples
+    --------
+    >>> is_cost_key("matmul"), is_cost_key("matmul:nt"), is_cost_key("matmull"), is_cost_key("norm:")
+    (True, True, False, False)
+    """
+    if not isinstance(name, str):
+        return False
+    cls, colon, kind = name.partition(":")
+    return cls in OP_CLASSES and (not colon or _KIND.fullmatch(kind) is not None)
 #: Fields of one class's parameters in a spec file (:func:`device_spec_from_dict`).
 OP_CLASS_FIELDS = ("flops", "bytes", "overhead_s")
 #: Bounds a spec file's class parameters must keep: a rate of 1/s or 100 E/s, or a per-op
@@ -40,7 +69,8 @@ class OpClassCost:
 
     Parameters
     ----------
-    name : the class (one of :data:`OP_CLASSES`).
+    name : the class (one of :data:`OP_CLASSES`), or ``CLASS:KIND`` for one kind of its
+        operators (:func:`is_cost_key`), which then takes precedence over the class.
     flops_rate : FLOP/s; ``inf``: FLOPs cost nothing in this class (no such term).
     bytes_rate : bytes moved per second; ``inf``: no bytes term.
     overhead_s : fixed seconds per operator (framework dispatch, kernel launch).
@@ -57,8 +87,9 @@ class OpClassCost:
     overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.name not in OP_CLASSES:
-            raise UsageError(f"op class {self.name!r}: expected one of {', '.join(OP_CLASSES)}")
+        if not is_cost_key(self.name):
+            raise UsageError(f"op class {self.name!r}: expected one of {', '.join(OP_CLASSES)}, "
+                             "or CLASS:KIND")
         for attr in ("flops_rate", "bytes_rate"):
             value = getattr(self, attr)
             if math.isnan(value) or value <= 0:
@@ -90,6 +121,10 @@ class DeviceSpec:
         precisions (``None``: the device has no faster path; ``peak_flops`` applies).
     op_classes : calibrated parameters of some operator classes (:class:`OpClassCost`, sorted
         by name); operators of other classes are priced by the roofline.
+    fresh_bytes_rate : bytes/s at which the device's allocator hands an operator fresh memory
+        for an output of at least :data:`dnnpart.cost.ops.FRESH_ALLOCATION_BYTES` (a CPU's
+        page faults on memory the C allocator maps anew for every large block); ``inf``: free
+        (a caching allocator: CUDA, or a preset).
 
     Examples
     --------
@@ -112,6 +147,7 @@ class DeviceSpec:
     peak_flops_bf16: float | None = None
     peak_flops_fp16: float | None = None
     op_classes: tuple[OpClassCost, ...] = ()
+    fresh_bytes_rate: float = math.inf
 
     def __post_init__(self) -> None:
         if self.kind not in (ACCELERATOR, CPU):
@@ -128,6 +164,8 @@ class DeviceSpec:
             raise UsageError(
                 f"device {self.name}: launch_overhead_s must be >= 0, got {self.launch_overhead_s}"
             )
+        if math.isnan(self.fresh_bytes_rate) or self.fresh_bytes_rate <= 0:
+            raise UsageError(f"device {self.name}: fresh_bytes_rate must be > 0, got {self.fresh_bytes_rate}")
         if math.isnan(self.memory_bytes) or self.memory_bytes < 0:
             raise UsageError(f"device {self.name}: memory_bytes must be >= 0, got {self.memory_bytes}")
         names = [c.name for c in self.op_classes]
@@ -207,6 +245,7 @@ _DEVICE_NUMBERS = (
     "peak_flops_tf32",
     "peak_flops_bf16",
     "peak_flops_fp16",
+    "fresh_bytes_rate",
 )
 
 
@@ -288,8 +327,9 @@ def op_classes_from_dict(entry: Any, where: str) -> tuple[OpClassCost, ...]:
     out: list[OpClassCost] = []
     for name, params in entry.items():
         at = f"{where}.{name}"
-        if name not in OP_CLASSES:
-            raise FormatError(f"{at}: unknown op class {str(name)[:40]!r}; known: {', '.join(OP_CLASSES)}")
+        if not is_cost_key(name):
+            raise FormatError(f"{at}: unknown op class {str(name)[:40]!r}; known: {', '.join(OP_CLASSES)}, "
+                              "each optionally as CLASS:KIND (lower-case kind)")
         if not isinstance(params, dict) or not params:
             raise FormatError(f"{at}: expected a mapping with one or more of {', '.join(OP_CLASS_FIELDS)}")
         unknown = set(params) - set(OP_CLASS_FIELDS)

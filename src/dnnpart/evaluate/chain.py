@@ -37,6 +37,7 @@ from dnnpart.pricing.chain import (
     stage_memory,
     stage_weights,
 )
+from dnnpart.pricing.liveness import piece_working
 from dnnpart.pricing.loads import node_times
 from dnnpart.pricing.pairs import Topology
 from dnnpart.problem import Problem
@@ -86,7 +87,8 @@ def score_chain(problem: Problem, plan: Plan, assignment: IntArray) -> ChainScor
     parts = [stage_memory(weights=float(c.weights[i]), activations=float(c.acts[i]),
                           inputs=float(c.inputs[i]), stage=i, n_stages=n_stages,
                           schedule=objective.schedule, microbatches=objective.microbatches,
-                          recompute=objective.recompute, training=g.is_training, k=k)
+                          recompute=objective.recompute, training=g.is_training, k=k,
+                          working=float(c.working[i]))
              for i in range(n_stages)]
     memory = np.zeros(cluster.n_devices)
     for i, d in enumerate(order):
@@ -129,6 +131,7 @@ class _Chain:
     weights: FloatArray
     acts: FloatArray
     inputs: FloatArray
+    working: FloatArray
     k: float
 
 
@@ -151,7 +154,21 @@ def _chain(problem: Problem, plan: Plan) -> _Chain | str:
     return _Chain(order=order, pos=pos, times=node_times(g, cluster, assignment), crossing=crossing,
                   weights=stage_weights(g, pos, n_stages),
                   acts=positions_sum(node_activation_bytes(g), pos, n_stages),
-                  inputs=received_inputs(crossing, n_stages), k=optimizer_factor(g))
+                  inputs=received_inputs(crossing, n_stages), working=stage_working(g, pos, n_stages),
+                  k=optimizer_factor(g))
+
+
+def stage_working(g: Any, pos: IntArray, n_stages: int) -> FloatArray:
+    """Per stage, the largest working set of its pieces of block units
+    (:func:`~dnnpart.pricing.liveness.piece_working`; a block-aligned plan's pieces are its
+    units, as the block DP counts them)."""
+    from dnnpart.graph.blocks import node_units
+
+    units = node_units(g)
+    piece = pos * units.n_units + units.unit
+    working = piece_working(g, piece, n_stages * units.n_units)
+    out: FloatArray = working.reshape(n_stages, units.n_units).max(axis=1) if n_stages else np.zeros(0)
+    return out
 
 
 def _simulated(problem: Problem, c: _Chain) -> dict[str, Any]:
@@ -230,7 +247,8 @@ def stage_rows(problem: Problem, plan: Plan, figures: dict[str, Any]) -> list[di
             "time": figures["stage_times"][i], "compute": figures["compute"][i],
             "transfers": figures["stage_times"][i] - figures["compute"][i],
             "static_bytes": mem["weights"] + mem["gradients"] + mem["optimizer_state"],
-            "activation_bytes": mem["activations"], "in_flight": int(mem["in_flight"]),
+            "activation_bytes": mem["activations"] + mem.get("working", 0.0),
+            "in_flight": int(mem["in_flight"]),
             "memory_bytes": mem["total"], "capacity_bytes": figures["capacity"][i],
             "bottleneck": i == figures["bottleneck"],
         })

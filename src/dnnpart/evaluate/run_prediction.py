@@ -4,11 +4,10 @@ time per step and peak memory; the step time.
 The prediction is for the run's conditions, not the plan's (choices, also in ``docs/run.md``):
 
 * **Times** are the plan's graph times on its cluster (the stage's nodes on its device),
-  per micro-batch times ``m``, forward and backward apart; an optimizer's update operators
+  and on the last stage ``run``'s loss (:func:`run_loss_seconds`), per micro-batch times ``m``, forward and backward apart; an optimizer's update operators
   (a plan made with ``--optimizer``) are left out, as ``run`` applies no optimizer. The step
-  time is the pipeline simulator's for the run's schedule and micro-batches (the number
-  ``plan`` and ``simulate`` print for the same schedule, micro-batches and no recomputation:
-  ``run`` does not recompute); inference steps are simulated forward only. A plan whose
+  time is the pipeline simulator's for the run's schedule, micro-batches and recomputation
+  (the number ``plan`` and ``simulate`` print for the same); inference steps are simulated forward only. A plan whose
   devices are not a chain has no simulated step.
 * **Memory** of a training stage: the stages model's parts
   (:func:`dnnpart.pricing.chain.stage_memory` with no optimizer state) and what the runtime
@@ -28,6 +27,12 @@ The prediction is for the run's conditions, not the plan's (choices, also in ``d
   - ``loss`` (last stage): ``run``'s loss is ``F.mse_loss`` against a target, whose result
     keeps an output-sized buffer (a 0-d tensor over the unreduced storage), and the schedule
     keeps every micro-batch's loss until the step ends: ``m Y``.
+
+  With recomputation (``run`` wraps each stage in ``torch.utils.checkpoint``) a micro-batch's
+  forward keeps only the stage's inputs (the receive buffers: no bytes of their own) and the
+  outputs the schedule holds, ``held`` ``f O`` (``O`` the walk's ``leaving``); its backward
+  runs the forward again and then the backward, ``working`` ``P - O``; backward time is the
+  forward's plus the backward's.
 
   An inference rank frees a value after its last reader (no autograd): ``weights``;
   ``activations``: ``P``, its operators' working set for one micro-batch (workspaces
@@ -54,6 +59,7 @@ from dnnpart.pricing.chain import (
     UP,
     F,
     boundary_bytes,
+    in_flight,
     node_activation_bytes,
     positions_sum,
     stage_memory,
@@ -97,10 +103,12 @@ def calibrated(problem: Problem, devices: Sequence[int]) -> bool:
 
 
 def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training: bool,
-                schedule: str, microbatches: int, output_bytes: float) -> RunPrediction:
+                schedule: str, microbatches: int, output_bytes: float,
+                recompute: bool = False) -> RunPrediction:
     """Predict what ``run`` measures for ``plan`` run on the devices ``order`` (one rank each,
     in pipeline order; see the module docstring). ``output_bytes``: one micro-batch's model
-    output (training: the tensor the loss reads; inference: every output collected).
+    output (training: the tensor the loss reads; inference: every output collected);
+    ``recompute``: every stage recomputes its forward in its backward (training).
 
     Examples
     --------
@@ -126,13 +134,23 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
     acts = positions_sum(node_activation_bytes(g), np.where(pos >= 0, pos, 0), len(order))
     held = loss_inputs(g) if training else None  # run's loss keeps the output to its backward
     scratch = cpu_scratch(g)
+    loss_fw, loss_bw = run_loss_seconds(cluster.devices[order[-1]].spec, output_bytes) if training \
+        else (0.0, 0.0)
     stages = []
     for i, d in enumerate(order):
         mine = a == d
-        fw = float(times[mine & ~g.is_backward].sum()) * m
-        bw = float(times[mine & g.is_backward].sum()) * m
+        last = i == len(order) - 1
+        fw = (float(times[mine & ~g.is_backward].sum()) + (loss_fw if last else 0.0)) * m
+        bw = (float(times[mine & g.is_backward].sum()) + (loss_bw if last else 0.0)) * m
         ws = working_set(g, mine & ~update, nbytes, held, scratch)
-        if training:
+        if training and recompute:
+            bw += fw  # the forward again, inside each backward
+            f = in_flight(schedule, m, len(order), i, True)
+            memory = {"weights": float(weights[i]), "gradients": float(weights[i]),
+                      "held": f * ws.leaving, "working": max(ws.peak - ws.leaving, 0.0),
+                      "buffers": m * float(ins[i] + outs[i]),
+                      "loss": m * output_bytes if i == len(order) - 1 else 0.0}
+        elif training:
             model = stage_memory(weights=float(weights[i]), activations=float(acts[i]),
                                  inputs=float(ins[i]), stage=i, n_stages=len(order),
                                  schedule=schedule, microbatches=m, recompute=False,
@@ -150,7 +168,9 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
                       "outputs": m * output_bytes if i == 0 else 0.0}
         stages.append(StagePrediction(device=int(d), name=cluster.devices[d].name,
                                       forward_s=fw, backward_s=bw, memory=memory))
-    return RunPrediction(stages=stages, step_s=_simulated_step(problem, plan, order, training, schedule, m),
+    return RunPrediction(stages=stages,
+                         step_s=_simulated_step(problem, plan, order, training, schedule, m, recompute,
+                                                (loss_fw / unit, loss_bw / unit)),
                          calibrated=calibrated(problem, order),
                          devices=[cluster.devices[d].name for d in order])
 
@@ -181,8 +201,39 @@ def _carried(g: Any, pos: Any, n: int) -> tuple[Any, Any]:
     return ins, outs
 
 
+def run_loss_seconds(spec: Any, output_bytes: float) -> tuple[float, float]:
+    """Forward and backward seconds of ``run``'s loss on a device of ``spec``: ``F.mse_loss``
+    of the model output (``output_bytes``, fp32) against a target, and its backward, priced
+    as captured operators are (cost keys ``reduce:mse_loss`` and
+    ``elementwise:mse_loss_backward``, fresh bytes for an output-sized temporary and the
+    output's gradient); ``(0, 0)`` without a spec. The plan's own stand-in loss (the mean of
+    the output) is left in the stage's time: it is small beside this one.
+
+    Examples
+    --------
+    >>> from dnnpart.cost.specs import load_catalog
+    >>> fw, bw = run_loss_seconds(load_catalog().device("A100"), 4e6)
+    >>> 0 < fw < 1e-3 and 0 < bw < 1e-3
+    True
+    """
+    from dnnpart.cost.model import device_time_s
+    from dnnpart.cost.ops import OpSpec, operator_work
+
+    if spec is None or output_bytes <= 0:
+        return 0.0, 0.0
+    n = int(output_bytes // 4)
+    forward = operator_work(OpSpec(op_type="mse_loss", input_shapes=((n,), (n,)), output_shapes=((n,),)))
+    backward = operator_work(OpSpec(op_type="mse_loss_backward", input_shapes=((), (n,), (n,)),
+                                    output_shapes=((n,),)))
+    works = (forward, backward)
+    t = device_time_s([w.flops for w in works], [w.bytes_moved for w in works],
+                      [w.cost_key for w in works], spec, "fp32", [w.fresh_bytes for w in works])
+    return float(t[0]), float(t[1])
+
+
 def _simulated_step(problem: Problem, plan: Plan, order: Sequence[int], training: bool,
-                    schedule: str, m: int) -> float | None:
+                    schedule: str, m: int, recompute: bool = False,
+                    loss: tuple[float, float] = (0.0, 0.0)) -> float | None:
     """The simulator's step (seconds) for the run's schedule and micro-batches, without the
     optimizer's update operators; ``None`` when the plan is not a chain in ``order``."""
     import dataclasses
@@ -204,7 +255,10 @@ def _simulated_step(problem: Problem, plan: Plan, order: Sequence[int], training
         own = [float(times[update & (a == s.devices[0])].sum()) for s in stages]
         stages = [dataclasses.replace(s, backward=max(s.backward - t, 0.0))
                   for s, t in zip(stages, own, strict=True)]
+    if training and any(loss):  # run's loss, on the last stage
+        stages[-1] = dataclasses.replace(stages[-1], forward=stages[-1].forward + loss[0],
+                                         backward=stages[-1].backward + loss[1])
     r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=m,
-                          schedule=schedule if training else "gpipe", recompute=False,
+                          schedule=schedule if training else "gpipe", recompute=recompute and training,
                           training=training, optimizer_factor=k)
     return float(r.step_time) * problem.cluster.time_unit_s

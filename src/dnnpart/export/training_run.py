@@ -211,10 +211,16 @@ def main_output(value: Any) -> Any:
     return None
 
 
-def carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) -> Any:
+def carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]],
+                 recompute: bool = False) -> Any:
     """Stage ``k`` as a module taking ``carry[k]`` and returning ``carry[k + 1]`` (the last
-    stage: the model's main output, :func:`main_output`), as ``PipelineStage`` needs."""
+    stage: the model's main output, :func:`main_output`), as ``PipelineStage`` needs.
+
+    With ``recompute`` the stage's operators run under ``torch.utils.checkpoint`` (non-reentrant):
+    a micro-batch's forward keeps only the stage's inputs, and its backward runs the forward
+    again -- full recomputation of the stage, the cost model's ``--recompute``."""
     import torch
+    from torch.utils.checkpoint import checkpoint
 
     stage = program.stages[k]
     last = k == len(program.stages) - 1
@@ -226,7 +232,9 @@ def carry_module(program: StagedProgram, k: int, carry: list[tuple[str, ...]]) -
 
         def forward(self, *args: Any) -> Any:
             values = dict(zip(carry[k], args, strict=True))
-            results = self.inner(*(values[v] for v in stage.inputs))
+            inputs = [values[v] for v in stage.inputs]
+            results = (checkpoint(self.inner, *inputs, use_reentrant=False) if recompute
+                       else self.inner(*inputs))
             values.update(zip(stage.outputs, results, strict=True))
             if last:
                 main = main_output(assemble_output(program, values))
@@ -331,9 +339,11 @@ def run_training_step(
     schedule: str = "1f1b",
     timeout_s: float = 300.0,
     steps: int = 0,
+    recompute: bool = False,
 ) -> TrainingRun:
     """One pipelined training step across ``len(program.stages)`` gloo processes, checked;
-    then ``steps`` more steps, timed (see the module docstring).
+    then ``steps`` more steps, timed (see the module docstring); ``recompute``: each stage
+    recomputes its forward in its backward (:func:`carry_module`).
 
     Raises
     ------
@@ -364,7 +374,7 @@ def run_training_step(
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
         run_workers(_worker, (world, port, program, carry, alias, examples, batch, full_target, n,
-                              schedule, tmp, timeout_s, steps),
+                              schedule, tmp, timeout_s, steps, recompute),
                     world, "the pipelined training run")
         parts = [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
     # one thread, as in the workers: CPU kernels pick their reduction order by thread count,
@@ -417,6 +427,7 @@ def _worker(
     tmp: str,
     timeout_s: float,
     steps: int,
+    recompute: bool,
 ) -> None:
     import datetime
 
@@ -433,7 +444,7 @@ def _worker(
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
-        module = carry_module(program, rank, carry)
+        module = carry_module(program, rank, carry, recompute)
         module.zero_grad(set_to_none=True)
         ins, outs = examples[rank]
         device = torch.device("cpu")

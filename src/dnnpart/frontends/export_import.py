@@ -199,6 +199,44 @@ _CONV = frozenset({"convolution", "conv2d", "conv1d", "conv3d", "_convolution", 
 _POOL = frozenset({"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "max_pool1d", "avg_pool1d"})
 
 
+#: Argument positions of a matrix product's two operands ``A @ B``.
+_MATMUL_OPERANDS = {"mm": (0, 1), "bmm": (0, 1), "matmul": (0, 1), "linear": (0, 1),
+                    "addmm": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2)}
+
+
+def _column_major(val: Any) -> bool:
+    """Whether a tensor's last two dimensions are stored column by column (a transposed view)."""
+    if val is None or val.dim() < 2 or val.shape[-1] < 2 or val.shape[-2] < 2:
+        return False
+    stride = val.stride()
+    return bool(stride[-2] == 1 and stride[-1] != 1)
+
+
+def matmul_layout(node: fx.Node, source_type: str) -> str:
+    """Storage of a matrix product's operands ``A @ B``, from their fake tensors' strides:
+    ``"nn"`` (both row-major), ``"nt"`` (``B`` transposed: ``x @ W.T``, a linear layer's
+    forward), ``"tn"`` (``A`` transposed, ``B`` either: a weight gradient ``x.T @ g``); ``""``
+    where the operands are unknown. ``linear(x, W)`` multiplies by ``W.T``, so a row-major
+    ``W`` is a transposed ``B``. CPU kernels run these at different speeds (module
+    :mod:`dnnpart.cost.ops`: the kinds of class ``matmul``)."""
+    from torch import fx
+
+    where = _MATMUL_OPERANDS.get(source_type)
+    if where is None or len(node.args) <= max(where):
+        return ""
+    vals = []
+    for k in where:
+        arg = node.args[k]
+        tv = tensor_vals(arg) if isinstance(arg, fx.Node) else []
+        vals.append(tv[0] if tv else None)
+    if any(v is None for v in vals):
+        return ""
+    a_t, b_t = _column_major(vals[0]), _column_major(vals[1])
+    if source_type == "linear":
+        b_t = not b_t and vals[1].dim() == 2 and vals[1].shape[0] > 1 and vals[1].shape[1] > 1
+    return "tn" if a_t else "nt" if b_t else "nn"
+
+
 def aten_spec(
     node: fx.Node, source_type: str, vals: list[Any], const_shape: dict[str, tuple[int, ...]]
 ) -> OpSpec:
@@ -229,6 +267,9 @@ def aten_spec(
             attrs["k"] = k_shape[-1]
         if source_type in ("addmm", "baddbmm", "addbmm") or (source_type == "linear" and len(node.args) > 2):
             attrs["bias"] = True
+        layout = matmul_layout(node, source_type)
+        if layout:
+            attrs["layout"] = layout
     if source_type in _CONV:
         # the kernel is argument 1 whether it is a get_attr or (training) a placeholder
         x, w = shape_of(node.args[0]), shape_of(node.args[1])

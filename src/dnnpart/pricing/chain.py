@@ -26,7 +26,13 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
   state ``k W``, plus the activations of the micro-batches in flight: GPipe ``m``, 1F1B
   ``min(m, S - i)``, inference 1, times the stage's stashed bytes ``A`` (the forward values
   its backward reads, :func:`node_activation_bytes`); with recomputation the stash is the
-  bytes it receives (``I``) and one micro-batch's ``A`` is rebuilt during a backward. ``k`` is
+  bytes it receives (``I``) and one micro-batch's ``A`` is rebuilt during a backward. On top,
+  training holds one micro-batch's *working set* during a backward, ``Wk``: the gradients and
+  temporaries its operators make beyond the stash, at their peak
+  (:func:`dnnpart.pricing.liveness.piece_working`), taken per block unit and the largest of
+  the stage's units counted (choice: a unit's backward frees its temporaries before the next
+  unit's begins, so the peaks of two units do not add; measured against ``run``'s allocator
+  peaks, ``docs/run.md``). ``k`` is
   the optimizer's from the import (Adam 2, SGD or none 0) where the graph has parameter
   nodes, else 2 (Adam), the simulator's default.
 """
@@ -267,23 +273,24 @@ class ChainMemory:
     optimizer_state: Any
     activations: Any
     in_flight: int
+    working: Any = 0.0
 
     @property
     def total(self) -> Any:
-        return self.weights + self.gradients + self.optimizer_state + self.activations
+        return self.weights + self.gradients + self.optimizer_state + self.activations + self.working
 
     def to_dict(self) -> dict[str, float]:
         return {"weights": self.weights, "gradients": self.gradients,
                 "optimizer_state": self.optimizer_state, "activations": self.activations,
-                "in_flight": float(self.in_flight), "total": self.total}
+                "working": self.working, "in_flight": float(self.in_flight), "total": self.total}
 
 
 def stage_memory(*, weights: Any, activations: Any, inputs: Any, stage: int, n_stages: int,
                  schedule: str, microbatches: int, recompute: bool, training: bool,
-                 k: float) -> ChainMemory:
+                 k: float, working: Any = 0.0) -> ChainMemory:
     """Peak memory of stage ``stage`` of ``n_stages`` (see the module docstring): the one
     formula, for a finished plan (floats) and for the DP's candidate stages (arrays, one value
-    per start).
+    per start); ``working``: one micro-batch's working set beyond its stash (training).
 
     Examples
     --------
@@ -299,7 +306,8 @@ def stage_memory(*, weights: Any, activations: Any, inputs: Any, stage: int, n_s
         act = flight * activations
     return ChainMemory(weights=weights, gradients=weights if training else 0.0 * weights,
                        optimizer_state=k * weights if training else 0.0 * weights,
-                       activations=act, in_flight=flight)
+                       activations=act, in_flight=flight,
+                       working=working if training else 0.0 * weights)
 
 
 def stage_weights(g: Graph, position: npt.ArrayLike, n_positions: int) -> FloatArray:

@@ -31,6 +31,7 @@ from dnnpart.pricing.chain import (
     stage_memory,
     weight_readers,
 )
+from dnnpart.pricing.liveness import piece_working
 from dnnpart.pricing.loads import node_times
 from dnnpart.pricing.pairs import Topology
 from dnnpart.problem import Problem
@@ -53,6 +54,8 @@ class ChainTables:
     weights : ``(U + 1, U + 1)``: weight bytes of units ``[a, b)`` (a tied weight once).
     activations : ``(U + 1,)`` prefix sums of stashed bytes.
     inputs : ``(U,)`` bytes a stage starting at unit ``a`` receives from below.
+    working : ``(U,)`` one micro-batch's working set of each unit beyond its stash
+        (:func:`~dnnpart.pricing.liveness.piece_working`); a stage counts its largest.
     """
 
     units: BlockUnits
@@ -62,6 +65,7 @@ class ChainTables:
     weights: FloatArray
     activations: FloatArray
     inputs: FloatArray
+    working: FloatArray
     capacity: FloatArray
     k: float
     training: bool
@@ -86,11 +90,12 @@ class ChainTables:
         (:func:`~dnnpart.pricing.chain.stage_memory`, element-wise)."""
         obj = problem.objective
         starts = np.asarray(a, dtype=np.int64)
+        largest = np.maximum.accumulate(self.working[:b][::-1])[::-1]  # max of units [a, b)
         out: FloatArray = np.asarray(stage_memory(
             weights=self.weights[starts, b], activations=self.activations[b] - self.activations[starts],
             inputs=self.inputs[starts], stage=i, n_stages=n_stages, schedule=obj.schedule,
             microbatches=obj.microbatches, recompute=obj.recompute, training=self.training,
-            k=self.k).total, dtype=np.float64)
+            k=self.k, working=largest[starts]).total, dtype=np.float64)
         return out
 
 
@@ -136,6 +141,7 @@ def chain_tables(problem: Problem, units: BlockUnits | None = None) -> ChainTabl
     return ChainTables(
         units=units, devices=devices, compute=compute, boundary=boundary,
         weights=_interval_weights(problem, units), activations=acts, inputs=inputs,
+        working=piece_working(g, units.unit, n_units),
         capacity=cluster.memory_capacity()[np.asarray(devices, np.int64)].astype(np.float64),
         k=optimizer_factor(g), training=g.is_training)
 

@@ -177,14 +177,28 @@ class WorkingSet(NamedTuple):
     leaving: float
 
 
+class Liveness(NamedTuple):
+    """What :func:`working_set` reads of a graph, computed once for many stages."""
+
+    base: IntArray
+    accumulate: BoolArray
+    getitem: BoolArray
+
+
+def liveness(g: Graph) -> Liveness:
+    """The :class:`Liveness` of ``g`` (:func:`bases`, :func:`accumulations`, the getitems)."""
+    return Liveness(bases(g), accumulations(g), _getitems(g))
+
+
 def working_set(g: Graph, members: BoolArray, nbytes: FloatArray,
-                held: BoolArray | None = None, scratch: FloatArray | None = None) -> WorkingSet:
+                held: BoolArray | None = None, scratch: FloatArray | None = None,
+                context: Liveness | None = None) -> WorkingSet:
     """The :class:`WorkingSet` of one micro-batch through the stage of ``members`` (see the
     module docstring).
 
     ``nbytes`` is the bytes each node's value allocates (:func:`value_bytes`); ``held`` marks
     values kept until the micro-batch is done; ``scratch`` is bytes an operator holds while
-    it runs.
+    it runs; ``context``: :func:`liveness` of ``g``, when many stages of one graph are walked.
 
     Examples
     --------
@@ -193,9 +207,7 @@ def working_set(g: Graph, members: BoolArray, nbytes: FloatArray,
     >>> working_set(g, np.array([True, True, True]), np.array([2.0, 2.0, 2.0]))
     WorkingSet(stash=2.0, peak=4.0, leaving=2.0)
     """
-    base = bases(g)
-    accumulate = accumulations(g)
-    getitem = _getitems(g)
+    base, accumulate, getitem = context if context is not None else liveness(g)
     nodes = np.flatnonzero(members)
     order = np.concatenate((nodes[~g.is_backward[nodes]], nodes[g.is_backward[nodes]]))
     step = np.full(g.n_nodes, -1, dtype=np.int64)
@@ -242,3 +254,34 @@ def working_set(g: Graph, members: BoolArray, nbytes: FloatArray,
     # after the last forward operator, its inputs freed
     stash = float(alloc[:forward_end].sum() - free[:forward_end + 1].sum())
     return WorkingSet(stash, float(live.max()) if live.size else 0.0, leaving)
+
+
+def piece_working(g: Graph, piece: IntArray, n_pieces: int) -> FloatArray:
+    """Per piece (``piece[v]`` in ``0..n_pieces-1``; ``-1``: none), one micro-batch's
+    transient bytes beyond its stash, ``peak - stash`` of its :func:`working_set`: the
+    gradients and temporaries of its backward at their peak. 0 for every piece of a graph
+    with no backward or no ``output_bytes`` (an inference stage's working set is within the
+    stages model's every-forward-output activations).
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> piece_working(chain_graph(3, memory_bytes=2.0), np.array([0, 0, 1]), 2).tolist()
+    [0.0, 0.0]
+    """
+    out = np.zeros(n_pieces)
+    if g.output_bytes is None or not g.is_backward.any():
+        return out
+    nbytes = value_bytes(g)
+    context = liveness(g)
+    order = np.argsort(piece, kind="stable")
+    bounds = np.searchsorted(piece[order], np.arange(n_pieces + 1))
+    for p in range(n_pieces):
+        nodes = order[bounds[p]:bounds[p + 1]]
+        if nodes.size == 0 or not g.is_backward[nodes].any():
+            continue
+        members = np.zeros(g.n_nodes, dtype=np.bool_)
+        members[nodes] = True
+        ws = working_set(g, members, nbytes, context=context)
+        out[p] = max(ws.peak - ws.stash, 0.0)
+    return out

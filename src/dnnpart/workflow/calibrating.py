@@ -9,8 +9,13 @@ What is measured (``docs/calibrate.md`` says the same for users):
   (:func:`~dnnpart.frontends.export_import.aten_spec`, :func:`~dnnpart.cost.ops.operator_work`),
   so a sample is (class, FLOPs, bytes, seconds) exactly as a captured graph would count it;
 * per class, :func:`~dnnpart.cost.calibration.fit_additive` fits overhead, FLOP rate and byte
-  rate; the median time of the tiniest operator (a one-element add) is the device's overhead
+  rate over all its samples, and again per kind (``CLASS:KIND``: an operator type, a matrix
+  product's operand layout) with samples of two sizes or more, which the cost model prefers
+  for that kind (:mod:`dnnpart.cost.ops`); the median time of the tiniest operator (a one-element add) is the device's overhead
   for operators of no calibrated class;
+* **fresh memory** (CPU): writing a tensor of 64-128 MiB the allocator has just mapped, less
+  writing one already mapped: the page faults a large output costs, ``fresh_bytes_rate``
+  (:func:`measure_fresh_rate`);
 * **the link**: :mod:`~dnnpart.workflow.calibrating_link` (two gloo processes).
 
 **The machine file** is a device catalog (``--specs FILE``) with a ``cluster`` entry, so that
@@ -56,13 +61,15 @@ RANKS = 2
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One timed aten operator: its class, work and median seconds; ``op`` its aten name."""
+    """One timed aten operator: its class, work and median seconds; ``op`` its aten name;
+    ``key`` its cost key (``CLASS:KIND``, :attr:`dnnpart.cost.ops.Work.cost_key`)."""
 
     op_class: str
     op: str
     flops: float
     bytes_moved: float
     seconds: float
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,7 @@ class Calibration:
     machine: dict[str, Any] = field(default_factory=dict)
     date: str = ""
     seconds: float = 0.0
+    fresh_bytes_rate: float = math.inf
 
     def machine_file(self) -> dict[str, Any]:
         """The machine file's content (module docstring)."""
@@ -116,6 +124,8 @@ class Calibration:
             "host_link": link_name,
             "op_classes": op_classes_to_dict(tuple(fit.op_class(c) for c, fit in sorted(self.fits.items()))),
         }
+        if math.isfinite(self.fresh_bytes_rate):
+            device["fresh_bytes_rate"] = self.fresh_bytes_rate
         fits = {c: {"samples": fit.samples, "rms_rel_error": round(fit.rms_rel_error, 4),
                     "max_rel_error": round(fit.max_rel_error, 4), "ops": list(self.ops_per_class[c])}
                 for c, fit in sorted(self.fits.items())}
@@ -212,6 +222,10 @@ def calibrate(
     torch.set_num_threads(threads)
     try:
         samples, skipped = _measure_ops(torch, device, quick, progress)
+        fresh = math.inf
+        if device == "cpu":
+            with phase(progress, "timing writes to freshly allocated large tensors"):
+                fresh = measure_fresh_rate(torch, quick)
     finally:
         torch.set_num_threads(before)
     with phase(progress, "fitting the operator classes"):
@@ -224,7 +238,7 @@ def calibrate(
         link = measure_link(threads=threads, quick=quick)
     return Calibration(
         name=name, device=device, threads=threads, quick=quick, fits=fits, overhead_s=overhead,
-        ops_per_class=ops, link=link, skipped=tuple(skipped),
+        ops_per_class=ops, link=link, skipped=tuple(skipped), fresh_bytes_rate=fresh,
         machine=machine_info(torch, device, threads),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         seconds=time.perf_counter() - started,
@@ -264,7 +278,7 @@ def _measure_ops(torch: Any, device: str, quick: bool,
                         skipped.add(source)
                         continue
                     samples.append(Sample(work.op_class, f"{case.name}:{source}", work.flops,
-                                          work.bytes_moved, times[node.name] / 1e3))
+                                          work.bytes_moved, times[node.name] / 1e3, work.cost_key))
     return samples, sorted(skipped)
 
 
@@ -282,20 +296,56 @@ def _repeats(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any) -> int
     return max(budget.min_repeats, min(budget.max_repeats, wanted))
 
 
+#: Samples a kind needs, of at least two sizes, for a fit of its own beside its class's.
+MIN_KIND_SAMPLES = 3
+
+
 def _fit(samples: list[Sample]) -> tuple[dict[str, AdditiveFit], dict[str, tuple[str, ...]]]:
-    by_class: dict[str, list[Sample]] = defaultdict(list)
+    """Per class, one fit of all its samples; per kind (``CLASS:KIND``) with
+    :data:`MIN_KIND_SAMPLES` samples of two sizes or more, its own."""
+    groups: dict[str, list[Sample]] = defaultdict(list)
     for s in samples:
-        by_class[s.op_class].append(s)
+        groups[s.op_class].append(s)
+        if s.key and s.key != s.op_class:
+            groups[s.key].append(s)
     fits: dict[str, AdditiveFit] = {}
     ops: dict[str, tuple[str, ...]] = {}
-    for cls in OP_CLASSES:
-        got = by_class.get(cls)
-        if not got:
+    for key in sorted(groups):
+        got = groups[key]
+        if key.partition(":")[0] not in OP_CLASSES:
             continue
-        fits[cls] = fit_additive([s.flops for s in got], [s.bytes_moved for s in got],
+        if ":" in key and (len(got) < MIN_KIND_SAMPLES or len({s.bytes_moved for s in got}) < 2):
+            continue
+        fits[key] = fit_additive([s.flops for s in got], [s.bytes_moved for s in got],
                                  [s.seconds for s in got])
-        ops[cls] = tuple(sorted({s.op.partition(":")[2] for s in got}))
+        ops[key] = tuple(sorted({s.op.partition(":")[2] for s in got}))
     return fits, ops
+
+
+def measure_fresh_rate(torch: Any, quick: bool) -> float:
+    """Bytes/s of first writes to a large tensor the allocator maps anew: filling a fresh
+    ``empty`` of :data:`~dnnpart.cost.ops.FRESH_ALLOCATION_BYTES` x 2 and x 4, less filling
+    the same bytes already mapped (the median of a few repeats each); ``inf`` where the
+    difference is not positive (an allocator that keeps large blocks)."""
+    from dnnpart.cost.ops import FRESH_ALLOCATION_BYTES
+
+    rates = []
+    for factor in (2,) if quick else (2, 4):
+        n = factor * FRESH_ALLOCATION_BYTES // 4
+        kept = torch.empty(n)
+        kept.fill_(0.0)
+        fresh_s, kept_s = [], []
+        for _ in range(3 if quick else 5):
+            start = time.perf_counter()
+            torch.empty(n).fill_(1.0)
+            fresh_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            kept.fill_(1.0)
+            kept_s.append(time.perf_counter() - start)
+        extra = statistics.median(fresh_s) - statistics.median(kept_s)
+        if extra > 0:
+            rates.append(4 * n / extra)
+    return statistics.median(rates) if rates else math.inf
 
 
 def write_machine_file(calibration: Calibration, path: str | Path) -> Path:

@@ -7,8 +7,13 @@ So backward kernels are measured as the aten operators a training graph has
 (``convolution_backward``, ``native_layer_norm_backward``, ``mm`` ...), each priced by its own
 formula and class, exactly as a captured training graph prices it.
 
-Sizes span the range of the models the accuracy benchmark plans (hidden 256-1024, a few
-thousand tokens, 14-56 pixel feature maps); ``quick`` keeps the two smallest of each case.
+Element-wise operators are timed one type at a time (``add``, ``tanh``, ``dropout``'s
+``bernoulli_``...): their cost per element differs tenfold, so each kind gets a fit of its own
+(:mod:`dnnpart.workflow.calibrating`). Sizes span the range of the models the accuracy
+benchmark plans (hidden 256-1024, a few thousand tokens, 14-56 pixel feature maps, and a
+language model's head: a product 16,384-30,522 wide, whose weight no cache holds and which
+runs at 40-60% of a block's FLOP rate on a CPU); ``quick`` keeps the two smallest of each
+case.
 """
 
 from __future__ import annotations
@@ -89,9 +94,18 @@ def _elementwise(op: str) -> Callable[[tuple[int, ...], str], Built]:
 
         rows, cols = size
         x, y = _randn(rows, cols, device=device), _randn(rows, cols, device=device)
-        if op == "gelu":
-            return (lambda x: _grads(F.gelu(x), (x,))), (x,), ()
-        fn = torch.add if op == "add" else torch.mul
+        unary = {
+            "gelu": F.gelu, "gelu tanh": lambda x: F.gelu(x, approximate="tanh"), "tanh": torch.tanh,
+            "sigmoid": torch.sigmoid, "silu": F.silu, "relu": torch.relu, "exp": torch.exp,
+            "pow": lambda x: x.pow(2), "rsqrt": lambda x: torch.rsqrt(x.abs() + 1.0),
+            "dropout": lambda x: F.dropout(x, 0.1, training=True),
+        }
+        if op in unary:
+            fn1 = unary[op]
+            return (lambda x: _grads(fn1(x), (x,))), (x,), ()
+        binary = {"add": torch.add, "mul": torch.mul, "div": torch.div,
+                  "where": lambda x, y: torch.where(x > 0, x, y)}
+        fn = binary[op]
         return (lambda x, y: _grads(fn(x, y), (x, y))), (x, y), ()
 
     return build
@@ -144,6 +158,14 @@ def _reduce(op: str) -> Callable[[tuple[int, ...], str], Built]:
     return build
 
 
+def _mse_loss(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    rows, cols = size
+    x, y = _randn(rows, cols, device=device), _randn(rows, cols, device=device, grad=False)
+    return (lambda x, y: _grads(F.mse_loss(x, y), (x,))), (x, y), ()
+
+
 def _maxpool(size: tuple[int, ...], device: str) -> Built:
     import torch.nn.functional as F
 
@@ -187,7 +209,8 @@ OVERHEAD_CASE = "tiny add"
 
 CASES: tuple[Case, ...] = (
     Case("linear", "matmul", ((64, 256, 256), (256, 512, 512), (512, 768, 768), (1024, 768, 768),
-                              (512, 768, 3072), (2048, 512, 2048)), _linear),
+                              (512, 768, 3072), (2048, 512, 2048), (256, 512, 16384), (256, 768, 30522)),
+         _linear),
     Case("bmm", "matmul", ((8, 64, 64, 64), (16, 128, 64, 128), (16, 256, 64, 256), (8, 256, 256, 256)),
          _bmm),
     Case("conv2d", "conv", ((2, 16, 16, 16, 3, 1), (4, 32, 32, 32, 3, 1), (4, 64, 28, 64, 3, 1),
@@ -202,12 +225,16 @@ CASES: tuple[Case, ...] = (
          _elementwise("mul")),
     Case("gelu", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
          _elementwise("gelu")),
+    *(Case(op, "elementwise", ((16, 256), (256, 512), (512, 1024), (2048, 2048)), _elementwise(op))
+      for op in ("gelu tanh", "tanh", "sigmoid", "silu", "relu", "exp", "pow", "rsqrt", "dropout",
+                 "div", "where")),
     Case("layer_norm", "norm", ((16, 256), (256, 512), (1024, 768), (4096, 1024)), _layer_norm),
     Case("batch_norm", "norm", ((2, 16, 16), (4, 64, 28), (16, 64, 56), (16, 256, 14)), _batch_norm),
     Case("embedding", "embedding", ((1000, 128, 64), (8000, 256, 1024), (30000, 512, 2048)), _embedding),
     Case("sum", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("sum")),
     Case("mean", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("mean")),
     Case("softmax", "reduce", ((4, 64), (256, 512), (1024, 1024), (4096, 2048)), _reduce("softmax")),
+    Case("mse_loss", "reduce", ((16, 256), (256, 512), (512, 1024), (2048, 2048)), _mse_loss),
     Case("max_pool2d", "reduce", ((2, 16, 16), (8, 64, 56), (16, 64, 56)), _maxpool),
     Case("copy", "copy", ((8, 64), (256, 512), (1024, 1024), (4096, 2048)), _copy),
     Case("views", "view", ((8, 64), (1024, 1024)), _views),

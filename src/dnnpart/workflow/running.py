@@ -279,16 +279,19 @@ def _run_training(planned: PlannedModel, where: str, *,
     problem = planned.problem
     chosen = planned_schedule(planned, schedule)
     n_micro = planned_microbatches(planned, microbatches)
+    recompute = bool(problem.objective.recompute)  # as planned: each stage recomputes its forward
     program, moved = pipeline_program(planned, where)
     batches = [
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(n_micro)
     ]
     with phase(progress, _processes(len(program.stages)) + " and the unpartitioned step"):
-        result = run_training_step(program, gm, batches, schedule=chosen, steps=steps)
+        result = run_training_step(program, gm, batches, schedule=chosen, steps=steps,
+                                   recompute=recompute)
     order = [s.device for s in program.stages]
     comparison = _comparison(planned, order, result.measured, result.step_s, training=True,
-                             schedule=chosen, microbatches=n_micro, output_bytes=result.output_bytes)
+                             schedule=chosen, microbatches=n_micro, output_bytes=result.output_bytes,
+                             recompute=recompute)
     return TrainingRunResult(model=source.spec,
                              devices=tuple(problem.cluster.devices[d].name for d in order),
                              operators_moved=moved, operators=tuple(len(s.nodes) for s in program.stages),
@@ -297,7 +300,7 @@ def _run_training(planned: PlannedModel, where: str, *,
 
 def _comparison(planned: PlannedModel, order: list[int], measured: Any, step_s: Any, *,
                 training: bool, schedule: str, microbatches: int,
-                output_bytes: float) -> RunComparison:
+                output_bytes: float, recompute: bool = False) -> RunComparison:
     """The run's measurements beside the cost model's prediction for the run's conditions."""
     from dnnpart.evaluate.run_prediction import predict_run
     from dnnpart.workflow.measured import RunComparison
@@ -305,7 +308,7 @@ def _comparison(planned: PlannedModel, order: list[int], measured: Any, step_s: 
     problem = planned.problem
     prediction = predict_run(problem, planned.require_plan(), order, training=training,
                              schedule=schedule, microbatches=microbatches,
-                             output_bytes=output_bytes)
+                             output_bytes=output_bytes, recompute=recompute)
     priced = [(spec.name if (spec := problem.cluster.devices[d].spec) is not None else
                problem.cluster.devices[d].kind) for d in order]
     return RunComparison(prediction=prediction, measured=measured, step_s=step_s,
