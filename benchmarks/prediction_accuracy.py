@@ -79,9 +79,9 @@ CASES: tuple[Case, ...] = (
          ("hf:vit:hidden_size=384,num_hidden_layers=12,num_attention_heads=6,intermediate_size=1536",
           "--input-shape", "2,3,224,224"), (*_TRAIN8, "--schedule", "gpipe")),
     Case("resnet50-1f1b", "ResNet-50, 128x128, batch 16, training 1F1B, m=8",
-         ("torchvision:resnet50", "--input-shape", "2,3,128,128"), (*_TRAIN8, "--schedule", "1f1b")),
+         ("builtin:resnet50", "--input-shape", "2,3,128,128"), (*_TRAIN8, "--schedule", "1f1b")),
     Case("convnext-tiny-1f1b", "ConvNeXt-tiny, 128x128, batch 16, training 1F1B, m=8",
-         ("torchvision:convnext_tiny", "--input-shape", "2,3,128,128"),
+         ("hf:convnext:image_size=128", "--input-shape", "2,3,128,128"),
          (*_TRAIN8, "--schedule", "1f1b")),
     Case("gpt2-inference", "GPT-2, 6 layers, hidden 512, seq 256, batch 8, inference, m=8",
          _GPT2, ("--microbatches", "8")),
@@ -199,11 +199,10 @@ def table(rows: list[dict[str, Any]], summary: dict[str, Any], header: list[str]
               f"{_pct(summary['memory_max_abs_error'])}."]
     if summary["orders"]:
         same = sum(o["same_order"] for o in summary["orders"])
+        wrong = [f"{o['case']} {o['stages']}" for o in summary["orders"] if not o["same_order"]]
         lines.append(f"Stage pairs whose measured times differ by more than the repeat spread: "
                      f"{len(summary['orders'])}; ordered the same way by the prediction: {same}"
-                     + ("" if same == len(summary["orders"]) else " (not: " + ", ".join(
-                         f"{o['case']} {o['stages']}" for o in summary["orders"] if not o["same_order"]) + ")")
-                     + ".")
+                     + (f" (not: {', '.join(wrong)})" if wrong else "") + ".")
     else:
         lines.append("No two stages' measured times differ by more than their repeat spread.")
     return "\n".join(lines) + "\n"

@@ -149,16 +149,19 @@ def test_a_linear_layers_products_are_classed_by_their_operands_storage() -> Non
     def step(x: object, w: object, g: object) -> object:
         return torch.autograd.grad(torch.nn.functional.linear(x, w), (x, w), g)
 
-    x = torch.randn(8, 16, requires_grad=True)
-    w = torch.randn(32, 16, requires_grad=True)
-    gm = make_fx(step, tracing_mode="fake")(x, w, torch.randn(8, 32))
+    x = torch.randn(256, 192, requires_grad=True)   # every GEMM dimension past 128: no bucket
+    w = torch.randn(160, 192, requires_grad=True)
+    gm = make_fx(step, tracing_mode="fake")(x, w, torch.randn(256, 160))
     classes = {}
     for node in gm.graph.nodes:
         if node.op == "call_function" and aten_op_name(node.target) == "mm":
             work = operator_work(aten_spec(node, "mm", tensor_vals(node), {}))
             shape = tuple(tensor_vals(node)[0].shape)
             classes[shape] = work.cost_key
-    assert classes == {(8, 32): "matmul:nt", (8, 16): "matmul:nn", (32, 16): "matmul:tn"}
+    assert classes == {(256, 160): "matmul:nt", (256, 192): "matmul:nn", (160, 192): "matmul:tn"}
+    skinny = operator_work(OpSpec(op_type="matmul", input_shapes=((32, 192),), output_shapes=((32, 160),),
+                                  attrs={"k": 192, "layout": "nt"}))
+    assert skinny.cost_key == "matmul:nt@32"  # its smallest dimension, 32 rows
 
 
 def test_a_kinds_parameters_price_it_and_other_kinds_take_their_classes() -> None:

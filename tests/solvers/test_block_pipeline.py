@@ -125,3 +125,37 @@ def test_memory_too_small_names_the_block(gpt2_training) -> None:
     result = solve(dataclasses.replace(problem, cluster=tiny), "block-pipeline")
     assert result.status is Status.INFEASIBLE
     assert "alone needs" in result.stats["why"] and "capacity" in result.stats["why"]
+
+
+def test_stage_memory_counts_the_largest_units_working_set(gpt2_training) -> None:
+    """The DP's tables and ``evaluate`` count one micro-batch's working set the same way: per
+    block unit (its walk's peak over its stash), the largest of a stage's units; a training
+    stage holds more than its stash alone, an inference graph has no such term."""
+    from dnnpart.pricing.chain_tables import chain_tables
+    from dnnpart.pricing.liveness import piece_working, value_bytes, working_set
+
+    problem = gpt2_training.problem(Objective(kind="stages", schedule="1f1b", microbatches=4))
+    g = problem.graph
+    units = node_units(g)
+    per_unit = piece_working(g, units.unit, units.n_units)
+    nbytes = value_bytes(g)
+    for u in range(units.n_units):  # the walk of each unit alone, one by one
+        ws = working_set(g, units.unit == u, nbytes)
+        assert per_unit[u] == pytest.approx(max(ws.peak - ws.stash, 0.0))
+    assert np.all(per_unit[1:-1] > 0)  # every block's backward makes gradients
+    plan = Plan(assignment=np.minimum(units.unit, 3))
+    ev = evaluate(problem, plan)
+    tables = chain_tables(problem, units)
+    stage_units = [np.unique(units.unit[plan.assignment == i]) for i in range(4)]
+    for i, mem in enumerate(ev.simulation["memory"]):
+        assert mem["working"] == pytest.approx(per_unit[stage_units[i]].max())
+        a, b = int(stage_units[i][0]), int(stage_units[i][-1]) + 1
+        assert tables.memory(problem, i, 4, [a], b)[0] == pytest.approx(mem["total"], rel=1e-12)
+
+
+def test_inference_stages_have_no_working_set_term(resnet_inference) -> None:
+    from dnnpart.pricing.liveness import piece_working
+
+    g = resnet_inference.imported.graph
+    units = node_units(g)
+    assert not piece_working(g, units.unit, units.n_units).any()

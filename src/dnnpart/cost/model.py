@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from dnnpart.cost.ops import Work
 from dnnpart.cost.specs import PRECISION_BYTES, PRECISIONS, Catalog, DeviceSpec, LinkSpec, load_catalog
-from dnnpart.devices.specs import class_of
+from dnnpart.devices.specs import cost_key_chain
 from dnnpart.errors import UsageError
 
 FloatArray = npt.NDArray[np.float64]
@@ -67,8 +67,8 @@ def device_time_s(
     precision: str = "fp32", fresh_bytes: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """Seconds per operator on ``device``: its calibrated parameters where it has them for the
-    operator's cost key (``classes``, one per operator: ``CLASS:KIND`` priced by that key's
-    parameters, else its class's), the roofline elsewhere; plus ``fresh_bytes`` (large
+    operator's cost key (``classes``, one per operator: ``CLASS:KIND@D`` priced by that key's
+    parameters, else ``CLASS:KIND``'s, else its class's), the roofline elsewhere; plus ``fresh_bytes`` (large
     outputs, :data:`~dnnpart.cost.ops.FRESH_ALLOCATION_BYTES`) at the device's
     ``fresh_bytes_rate``.
 
@@ -88,8 +88,9 @@ def device_time_s(
     result = roofline_time_s(f, b, device, precision)
     if device.op_classes:
         own = {cost.name for cost in device.op_classes}
-        # a key the device has no parameters for is priced by its class's
-        names = np.asarray([k if k in own else class_of(k) for k in classes], dtype=object)
+        # a key the device has no parameters for is priced by the next one of its chain
+        names = np.asarray([next((c for c in cost_key_chain(k) if c in own), k) for k in classes],
+                           dtype=object)
         for cost in device.op_classes:
             mask = names == cost.name
             if mask.any():

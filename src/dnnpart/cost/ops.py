@@ -29,7 +29,10 @@ element-wise operators differ by an order of magnitude per element (measured: ``
 ``tanh`` 3.4 ns, ``bernoulli_`` 7.6 ns), which no FLOP count per element captures across
 machines. So each :class:`Work` carries a *kind* beside its class (the operator type, or the
 layout) and a calibrated device prices ``CLASS:KIND`` with its own fit where calibration
-measured that kind, else the class's. The
+measured that kind, else the class's. A product (and a convolution, a product over its
+output positions) whose smallest GEMM dimension is at most 32 or 128 has the kind's bucket
+too, ``matmul:tn@32``, ``conv:conv_backward@128`` (:data:`SMALL_DIM_BUCKETS`): their kernels
+run 2-8 times below a square product's rate. The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
 are views there (copies happen in ``contiguous``/``clone``), so they are in the view class.
 
@@ -497,6 +500,43 @@ class OpSpec:
 FRESH_ALLOCATION_BYTES = 32 * 2**20
 
 
+#: Size buckets of a product's smallest dimension (rows, reduction or columns of its GEMM) that
+#: a calibrated device prices apart: CPU kernels for skinny products (a ResNet's last blocks
+#: at 4 x 4 pixels, a ConvNeXt's 32 tokens) run at 10-40 GFLOP/s where square ones run at 75.
+SMALL_DIM_BUCKETS = (32, 128)
+
+
+def gemm_min_dim(spec: OpSpec) -> int:
+    """The smallest dimension of the GEMM a matrix product or a convolution runs (``M`` output
+    rows -- a convolution's output positions times its batch --, ``K`` the reduction, ``N``
+    output columns; a batched product's batch aside); 0 where the shapes do not say.
+
+    Examples
+    --------
+    >>> gemm_min_dim(OpSpec(op_type="matmul", input_shapes=((32, 768),), output_shapes=((32, 3072),),
+    ...                     attrs={"k": 768}))
+    32
+    >>> gemm_min_dim(OpSpec(op_type="conv", input_shapes=((2, 512, 4, 4),),
+    ...                     output_shapes=((2, 512, 4, 4),), weight_shapes=((512, 512, 3, 3),)))
+    32
+    """
+    op = spec.op_type
+    if op in ("matmul", "linear"):
+        if not spec.output_shapes or len(spec.output_shapes[0]) < 2 or not spec.input_shapes:
+            return 0
+        out = spec.output_shapes[0]
+        k = int(spec.attrs.get("k", 0)) or (spec.input_shapes[0][-1] if spec.input_shapes[0] else 0)
+        return min(int(out[-2]), int(out[-1]), int(k))
+    if op in ("conv", "conv_backward") and spec.weight_shapes and len(spec.weight_shapes[0]) > 2:
+        kernel = spec.weight_shapes[0]
+        grad = spec.input_shapes[0] if op == "conv_backward" and spec.input_shapes else (
+            spec.output_shapes[0] if spec.output_shapes else ())
+        if len(grad) < 3:
+            return 0
+        return min(numel(grad) // int(grad[1]), numel(kernel[1:]), int(kernel[0]))
+    return 0
+
+
 @dataclass(frozen=True, slots=True)
 class Work:
     """FLOPs and bytes moved of one operator; ``known`` is False for a bytes-only estimate;
@@ -560,6 +600,10 @@ def operator_work(spec: OpSpec) -> Work:
             and len(spec.weight_shapes[0]) > 2 and spec.weight_shapes[0][1] == 1:
         cls = "depthwise_conv"
     kind = str(spec.attrs.get("layout") or "") if cls == "matmul" else spec.op_type if cls else ""
+    if kind and cls in ("matmul", "conv"):
+        small = gemm_min_dim(spec)
+        bucket = next((b for b in SMALL_DIM_BUCKETS if 0 < small <= b), 0)
+        kind += f"@{bucket}" if bucket else ""
     fresh = 0.0
     if cls not in ("view", "meta", ""):
         sizes = [spec.itemsize * numel(o) for o in spec.output_shapes]

@@ -26,9 +26,10 @@ PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 #: mapping of operator types onto them is :data:`dnnpart.cost.ops.OP_CLASS`.
 OP_CLASSES = ("matmul", "conv", "depthwise_conv", "attention", "elementwise", "norm", "embedding",
               "reduce", "copy", "view", "meta")
-#: A finer cost key ``CLASS:KIND`` (``elementwise:tanh``, ``matmul:nt``): the kind is an operator
-#: type or a matrix product's operand layout (:attr:`dnnpart.cost.ops.Work.op_kind`).
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+#: A finer cost key ``CLASS:KIND`` (``elementwise:tanh``, ``matmul:nt``, ``conv:conv@32``): the
+#: kind is an operator type or a matrix product's operand layout, with ``@D`` for a product
+#: whose smallest dimension is at most ``D`` (:attr:`dnnpart.cost.ops.Work.op_kind`).
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}(@[0-9]{1,9})?")
 
 
 def class_of(name: str) -> str:
@@ -42,12 +43,29 @@ def class_of(name: str) -> str:
     return name.partition(":")[0]
 
 
+def cost_key_chain(name: str) -> tuple[str, ...]:
+    """The keys that may price an operator of cost key ``name``, most specific first: the key,
+    the key without its size bucket, the class.
+
+    Examples
+    --------
+    >>> cost_key_chain("matmul:nt@32"), cost_key_chain("conv")
+    (('matmul:nt@32', 'matmul:nt', 'matmul'), ('conv',))
+    """
+    out = [name]
+    if "@" in name:
+        out.append(name.partition("@")[0])
+    if ":" in name:
+        out.append(class_of(name))
+    return tuple(out)
+
+
 def is_cost_key(name: Any) -> bool:
     """Whether ``name`` is a class of :data:`OP_CLASSES` or ``CLASS:KIND`` of one.
 
     Examples
     --------
-    >>> is_cost_key("matmul"), is_cost_key("matmul:nt"), is_cost_key("matmull"), is_cost_key("norm:")
+    >>> is_cost_key("matmul"), is_cost_key("matmul:nt@32"), is_cost_key("matmull"), is_cost_key("norm:")
     (True, True, False, False)
     """
     if not isinstance(name, str):

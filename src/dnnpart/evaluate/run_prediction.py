@@ -4,11 +4,12 @@ time per step and peak memory; the step time.
 The prediction is for the run's conditions, not the plan's (choices, also in ``docs/run.md``):
 
 * **Times** are the plan's graph times on its cluster (the stage's nodes on its device),
-  and on the last stage ``run``'s loss (:func:`run_loss_seconds`), per micro-batch times ``m``, forward and backward apart; an optimizer's update operators
-  (a plan made with ``--optimizer``) are left out, as ``run`` applies no optimizer. The step
-  time is the pipeline simulator's for the run's schedule, micro-batches and recomputation
-  (the number ``plan`` and ``simulate`` print for the same); inference steps are simulated forward only. A plan whose
-  devices are not a chain has no simulated step.
+  and on the last stage ``run``'s loss (:func:`run_loss_seconds`), per micro-batch times
+  ``m``, forward and backward apart; an optimizer's update operators (a plan made with
+  ``--optimizer``) are left out, as ``run`` applies no optimizer. The step time is the
+  pipeline simulator's for the run's schedule, micro-batches and recomputation (the number
+  ``plan`` and ``simulate`` print for the same); inference steps are simulated forward
+  only. A plan whose devices are not a chain has no simulated step.
 * **Memory** of a training stage: the stages model's parts
   (:func:`dnnpart.pricing.chain.stage_memory` with no optimizer state) and what the runtime
   adds, from one micro-batch's walk through the stage

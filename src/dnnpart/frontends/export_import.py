@@ -224,13 +224,13 @@ def matmul_layout(node: fx.Node, source_type: str) -> str:
     where = _MATMUL_OPERANDS.get(source_type)
     if where is None or len(node.args) <= max(where):
         return ""
-    vals = []
+    vals: list[Any] = []
     for k in where:
         arg = node.args[k]
         tv = tensor_vals(arg) if isinstance(arg, fx.Node) else []
-        vals.append(tv[0] if tv else None)
-    if any(v is None for v in vals):
-        return ""
+        if not tv:
+            return ""
+        vals.append(tv[0])
     a_t, b_t = _column_major(vals[0]), _column_major(vals[1])
     if source_type == "linear":
         b_t = not b_t and vals[1].dim() == 2 and vals[1].shape[0] > 1 and vals[1].shape[1] > 1

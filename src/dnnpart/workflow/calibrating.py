@@ -11,8 +11,8 @@ What is measured (``docs/calibrate.md`` says the same for users):
 * per class, :func:`~dnnpart.cost.calibration.fit_additive` fits overhead, FLOP rate and byte
   rate over all its samples, and again per kind (``CLASS:KIND``: an operator type, a matrix
   product's operand layout) with samples of two sizes or more, which the cost model prefers
-  for that kind (:mod:`dnnpart.cost.ops`); the median time of the tiniest operator (a one-element add) is the device's overhead
-  for operators of no calibrated class;
+  for that kind (:mod:`dnnpart.cost.ops`); the median time of the tiniest operator (a
+  one-element add) is the device's overhead for operators of no calibrated class;
 * **fresh memory** (CPU): writing a tensor of 64-128 MiB the allocator has just mapped, less
   writing one already mapped: the page faults a large output costs, ``fresh_bytes_rate``
   (:func:`measure_fresh_rate`);

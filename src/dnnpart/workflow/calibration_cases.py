@@ -12,8 +12,9 @@ Element-wise operators are timed one type at a time (``add``, ``tanh``, ``dropou
 (:mod:`dnnpart.workflow.calibrating`). Sizes span the range of the models the accuracy
 benchmark plans (hidden 256-1024, a few thousand tokens, 14-56 pixel feature maps, and a
 language model's head: a product 16,384-30,522 wide, whose weight no cache holds and which
-runs at 40-60% of a block's FLOP rate on a CPU); ``quick`` keeps the two smallest of each
-case.
+runs at 40-60% of a block's FLOP rate on a CPU), and skinny products in each bucket of
+:data:`~dnnpart.cost.ops.SMALL_DIM_BUCKETS` (32 or 128 rows; a CNN's last blocks at a few
+pixels); ``quick`` keeps the two smallest of each case.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _elementwise(op: str) -> Callable[[tuple[int, ...], str], Built]:
 
         rows, cols = size
         x, y = _randn(rows, cols, device=device), _randn(rows, cols, device=device)
-        unary = {
+        unary: dict[str, Callable[[Any], Any]] = {
             "gelu": F.gelu, "gelu tanh": lambda x: F.gelu(x, approximate="tanh"), "tanh": torch.tanh,
             "sigmoid": torch.sigmoid, "silu": F.silu, "relu": torch.relu, "exp": torch.exp,
             "pow": lambda x: x.pow(2), "rsqrt": lambda x: torch.rsqrt(x.abs() + 1.0),
@@ -103,7 +104,7 @@ def _elementwise(op: str) -> Callable[[tuple[int, ...], str], Built]:
         if op in unary:
             fn1 = unary[op]
             return (lambda x: _grads(fn1(x), (x,))), (x,), ()
-        binary = {"add": torch.add, "mul": torch.mul, "div": torch.div,
+        binary: dict[str, Callable[[Any, Any], Any]] = {"add": torch.add, "mul": torch.mul, "div": torch.div,
                   "where": lambda x, y: torch.where(x > 0, x, y)}
         fn = binary[op]
         return (lambda x, y: _grads(fn(x, y), (x, y))), (x, y), ()
@@ -209,12 +210,18 @@ OVERHEAD_CASE = "tiny add"
 
 CASES: tuple[Case, ...] = (
     Case("linear", "matmul", ((64, 256, 256), (256, 512, 512), (512, 768, 768), (1024, 768, 768),
-                              (512, 768, 3072), (2048, 512, 2048), (256, 512, 16384), (256, 768, 30522)),
-         _linear),
+                              (512, 768, 3072), (2048, 512, 2048), (256, 512, 16384), (256, 768, 30522),
+                              # skinny products: 32 and 128 rows (the @32, @128 buckets)
+                              (32, 768, 3072), (32, 3072, 768), (32, 384, 1536),
+                              (128, 768, 3072), (128, 384, 1536), (128, 2048, 512)), _linear),
     Case("bmm", "matmul", ((8, 64, 64, 64), (16, 128, 64, 128), (16, 256, 64, 256), (8, 256, 256, 256)),
          _bmm),
     Case("conv2d", "conv", ((2, 16, 16, 16, 3, 1), (4, 32, 32, 32, 3, 1), (4, 64, 28, 64, 3, 1),
-                            (8, 64, 14, 256, 1, 1), (4, 128, 14, 128, 3, 1), (4, 64, 56, 64, 1, 1)), _conv),
+                            (8, 64, 14, 256, 1, 1), (4, 128, 14, 128, 3, 1), (4, 64, 56, 64, 1, 1),
+                            # a CNN's last stages: few output positions, many channels
+                            (2, 512, 4, 512, 3, 1), (2, 2048, 4, 512, 1, 1), (2, 512, 4, 2048, 1, 1),
+                            (2, 256, 8, 256, 3, 1), (2, 1024, 8, 256, 1, 1), (2, 256, 8, 1024, 1, 1)),
+         _conv),
     Case("depthwise conv2d", "depthwise_conv", ((2, 32, 16, 32, 7, 32), (4, 96, 32, 96, 7, 96),
                                                 (4, 192, 16, 192, 7, 192)), _conv),
     Case("attention", "attention", ((1, 2, 32, 32), (2, 4, 64, 64), (2, 8, 128, 64), (4, 8, 256, 64),
