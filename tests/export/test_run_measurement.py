@@ -128,7 +128,9 @@ def test_a_recompute_plan_recomputes_and_its_memory_model_matches_the_run() -> N
     plain = predict_run(planned.problem, planned.require_plan(), order, recompute=False, **kw)
     for r, p in zip(again.stages, plain.stages, strict=True):
         assert r.backward_s == pytest.approx(p.backward_s + p.forward_s, rel=1e-9)
-        assert r.peak_bytes < p.peak_bytes
+        assert r.peak_bytes <= p.peak_bytes
+    # the first stage keeps two micro-batches in flight (1F1B): their stashes are what it saves
+    assert again.stages[0].peak_bytes < plain.stages[0].peak_bytes
 
 
 def test_resnet_inference_memory_model_matches_the_run() -> None:

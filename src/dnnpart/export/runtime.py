@@ -202,7 +202,7 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
     for v in program.output_values:
         needed.setdefault(v, set()).add(0)
     pending: list[Any] = []
-    outputs: list[Any] = []
+    kept: list[dict[str, Any]] = []
     with torch.no_grad():
         for mb in batches:
             values: dict[str, Any] = {}
@@ -221,10 +221,15 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
                     for dst in sorted(needed.get(v, set()) - {rank}):
                         pending += _send(value, dst, tag_of[v])
             if rank == 0:
-                for v in program.output_values:
-                    if v not in values:
-                        values[v] = _recv(producer_rank[v], tag_of[v])
-                outputs.append(assemble_output(program, values))
+                kept.append({v: values[v] for v in program.output_values if v in values})
+        # the model's outputs made on other ranks, once every micro-batch is under way: a
+        # receive inside the loop would hold rank 0 until the last stage finished each one,
+        # and no two stages would ever overlap (the pass would not be a pipeline)
+        for values in kept:
+            for v in program.output_values:
+                if v not in values:
+                    values[v] = _recv(producer_rank[v], tag_of[v])
+    outputs = [assemble_output(program, values) for values in kept]
     for work in pending:
         work.wait()
     return outputs
