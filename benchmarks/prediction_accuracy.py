@@ -13,7 +13,8 @@ For every case (whole processes, the CLI as a user runs it):
 
 The table: per case the step's predicted and measured (median, min-max over the steps) time,
 per stage the forward+backward time and the peak memory, each with its relative error
-``(predicted - measured) / measured``; then the summary the issue's acceptance reads: median
+``(predicted - measured) / measured``; and the machine's speed during the case against its
+speed when calibrated (:func:`reference_seconds`); then the summary the issue's acceptance reads: median
 and largest |error| of step time over the cases and of peak memory over the stages, and every
 pair of stages whose measured times differ by more than their repeat spread, with whether the
 prediction orders them the same way.
@@ -86,6 +87,30 @@ CASES: tuple[Case, ...] = (
     Case("gpt2-inference", "GPT-2, 6 layers, hidden 512, seq 256, batch 8, inference, m=8",
          _GPT2, ("--microbatches", "8")),
 )
+
+
+def reference_seconds() -> float:
+    """Seconds of a fixed single-thread workload (matrix products and an element-wise add),
+    the median of five: timed when the machine is calibrated and before each case, so the
+    table says how fast the machine ran each case relative to its calibration (a shared
+    machine's speed drifts by tens of percent over minutes)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(512, 512), torch.randn(512, 512)
+        x, y = torch.randn(1 << 22), torch.randn(1 << 22)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(10):
+                torch.mm(a, b)
+                torch.add(x, y)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -174,11 +199,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]], summary: dict[str, Any], header: list[str]) -> str:
     lines = [*header, "", "| case | step predicted (ms) | measured median (min-max) | error | "
-             "stage: fw+bw predicted / measured (error) | stage: peak memory predicted / measured (error) |",
-             "|---|---|---|---|---|---|"]
+             "stage: fw+bw predicted / measured (error) | stage: peak memory predicted / measured (error) "
+             "| machine speed |", "|---|---|---|---|---|---|---|"]
     for row in rows:
+        speed = f"{row['machine_speed']:.2f}" if "machine_speed" in row else "-"
         if "failed" in row:
-            lines.append(f"| {row['case']} | {row['failed']} | | | | |")
+            lines.append(f"| {row['case']} | {row['failed']} | | | | | {speed} |")
             continue
         m = row["measurement"]
         step = m["step"]
@@ -192,8 +218,11 @@ def table(rows: list[dict[str, Any]], summary: dict[str, Any], header: list[str]
                         f"{mem['measured_bytes'] / 1e6:,.0f} MB ({_pct(mem.get('error'))})")
         lines.append(f"| {row['case']} | {_ms(step.get('predicted_s'))} | {_ms(step.get('median_s'))} "
                      f"({_ms(step.get('min_s'))}-{_ms(step.get('max_s'))}) | {_pct(step.get('error'))} | "
-                     f"{'<br>'.join(times)} | {'<br>'.join(mems)} |")
-    lines += ["", f"Over {summary['cases']} cases: step time median |error| "
+                     f"{'<br>'.join(times)} | {'<br>'.join(mems)} | {speed} |")
+    lines += ["", "Machine speed: a fixed single-thread workload's time when the machine was "
+              "calibrated over its time just before the case (1.00: as fast; below 1: slower, "
+              "so its times run above what the calibration predicts).", "",
+              f"Over {summary['cases']} cases: step time median |error| "
               f"{_pct(summary['step_median_abs_error'])}, largest {_pct(summary['step_max_abs_error'])}; "
               f"peak memory per stage median |error| {_pct(summary['memory_median_abs_error'])}, largest "
               f"{_pct(summary['memory_max_abs_error'])}."]
@@ -236,13 +265,16 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     try:
         machine = Path(args.machine).resolve() if args.machine else tmp / "machine.yaml"
+        calibrated_ref = reference_seconds()
         if not args.machine:
             proc = _cli(["calibrate", "-o", str(machine), "--quiet"], tmp, env)
             if proc.returncode != 0:
                 print(f"calibrate failed: {_error_line(proc)}", file=sys.stderr)
                 return 1
         for case in chosen:
+            ref = reference_seconds()
             row = run_case(case, machine, args.steps, tmp, env)
+            row["machine_speed"] = calibrated_ref / ref  # < 1: slower than when calibrated
             rows.append(row)
             step = (row.get("measurement") or {}).get("step") or {}
             print(f"{case.name}: " + (row.get("failed") or
