@@ -60,15 +60,16 @@ def _bad_machine(rng: random.Random) -> tuple[dict[str, Any], str]:
     if kind == 1:  # an unknown class or field, or a class that is no mapping
         which = rng.randrange(3)
         if which == 0:
-            device["op_classes"]["matmull"] = {"flops": 1e9}
-            return data, "devices.box.op_classes.matmull"
+            bad = rng.choice(("matmull", "matmul:NT", "matmul:", "matmul:nt@x", "kind:tanh"))
+            device["op_classes"][bad] = {"flops": 1e9}
+            return data, f"devices.box.op_classes.{bad}"
         if which == 1:
             device["op_classes"]["matmul"]["flop"] = 1e9
             return data, "devices.box.op_classes.matmul"
         device["op_classes"]["matmul"] = rng.choice((5, [1], "fast", {}))
         return data, "devices.box.op_classes.matmul"
     if kind == 2:  # a device's roofline field
-        key = rng.choice(("peak_flops", "memory_bandwidth", "launch_overhead_s"))
+        key = rng.choice(("peak_flops", "memory_bandwidth", "launch_overhead_s", "fresh_bytes_rate"))
         device[key] = rng.choice(["abc", -5, int("9" * 330), "1e999", [1]])
         return data, "devices.box"
     if kind == 3:  # the measured link

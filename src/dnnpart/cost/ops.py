@@ -22,9 +22,11 @@ memory-bound where a dense convolution is compute-bound (on a CPU its backward r
 fewer FLOP/s), so one set of parameters cannot price both. Nor is a matrix product one class
 on a CPU: with an operand stored transposed (column-major, a ``t`` view: a linear layer's
 ``x @ W.T``, a weight gradient's ``x.T @ g``) its kernel runs at another speed than with both
-row-major (measured with one thread: a 256 x 512 by 512 x 50,257 product at 45 GFLOP/s with
-``B`` transposed, 83 with neither, 57 with ``A``), so a product whose capture knows its
-operands' strides has the kind ``nt`` (``B`` transposed), ``tn`` (``A``) or ``nn``. Likewise
+row-major (calibrated with one thread here: 62 GFLOP/s for either transposed, 70 for
+neither), so a product whose capture knows its operands' strides has the kind ``nt`` (``B``
+transposed), ``tn`` (``A``) or ``nn``. (A language-model head's product is slower still, 42
+GFLOP/s at 256 x 512 by 512 x 50,257 in every layout: its weight fits no cache; calibration
+includes head-sized products so that the fit sees it.) Likewise
 element-wise operators differ by an order of magnitude per element (measured: ``add`` 0.3 ns,
 ``tanh`` 3.4 ns, ``bernoulli_`` 7.6 ns), which no FLOP count per element captures across
 machines. So each :class:`Work` carries a *kind* beside its class (the operator type, or the

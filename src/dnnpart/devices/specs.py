@@ -287,6 +287,10 @@ def device_spec_from_dict(entry: Any, where: str, name: str | None = None) -> De
     for key in _DEVICE_NUMBERS:
         if key in entry and entry[key] is not None:
             kwargs[key] = spec_number(entry[key], f"{where}.{key}")
+    fresh = kwargs.get("fresh_bytes_rate")
+    if fresh is not None and not (RATE_RANGE[0] <= fresh <= RATE_RANGE[1]):  # absent: free
+        raise FormatError(f"{where}.fresh_bytes_rate: expected a rate in [{RATE_RANGE[0]:g}, "
+                          f"{RATE_RANGE[1]:g}] bytes per second, got {fresh:g}")
     for key in ("default_link", "host_link"):
         if key in entry:
             kwargs[key] = str(entry[key])
@@ -315,7 +319,8 @@ def device_spec_to_dict(spec: DeviceSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(spec):
         value = getattr(spec, f.name)
-        if value is None or value == "" or value == ():
+        absent_rate = f.name == "fresh_bytes_rate" and math.isinf(value)  # inf: no such field
+        if value is None or value == "" or value == () or absent_rate:
             continue
         if f.name == "op_classes":
             out[f.name] = op_classes_to_dict(spec.op_classes)
