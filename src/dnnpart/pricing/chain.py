@@ -27,7 +27,7 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
   ``min(m, S - i)``, inference 1, times the stage's stashed bytes ``A`` (the forward values
   its backward reads, :func:`node_activation_bytes`); with recomputation the stash is the
   bytes it receives (``I``) and one micro-batch's ``A`` is rebuilt during a backward. On top,
-  training holds one micro-batch's *working set* during a backward, ``Wk``: the gradients and
+  training holds one micro-batch's *working set* during a backward: the gradients and
   temporaries its operators make beyond the stash, at their peak
   (:func:`dnnpart.pricing.liveness.piece_working`), taken per block unit and the largest of
   the stage's units counted (choice: a unit's backward frees its temporaries before the next
