@@ -34,7 +34,8 @@ layout) and a calibrated device prices ``CLASS:KIND`` with its own fit where cal
 measured that kind, else the class's. A product (and a convolution, a product over its
 output positions) whose smallest GEMM dimension is at most 32 or 128 has the kind's bucket
 too, ``matmul:tn@32``, ``conv:conv_backward@128`` (:data:`SMALL_DIM_BUCKETS`): their kernels
-run 2-8 times below a square product's rate. The
+run 2-8 times below a square product's rate; a product with an operand past a last-level
+cache (:data:`CACHE_BEYOND_BYTES`: a language model's head) has ``@big``. The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
 are views there (copies happen in ``contiguous``/``clone``), so they are in the view class.
 
@@ -508,6 +509,18 @@ FRESH_ALLOCATION_BYTES = 32 * 2**20
 SMALL_DIM_BUCKETS = (32, 128)
 
 
+#: A product with an operand of at least this many bytes streams it from memory no
+#: last-level cache holds (a language model's head: 512 x 50,257 weights, 103 MB), and runs
+#: at 60-65% of the rate of a block's products of the same FLOPs per byte on a CPU: the size
+#: bucket ``@big`` (32 MiB, the L3 of this project's machine and a common server L3).
+CACHE_BEYOND_BYTES = 32 * 2**20
+
+
+def _largest_operand(spec: OpSpec) -> int:
+    shapes = (*spec.input_shapes, *spec.weight_shapes, *spec.output_shapes)
+    return max((spec.itemsize * numel(s) for s in shapes), default=0)
+
+
 def gemm_min_dim(spec: OpSpec) -> int:
     """The smallest dimension of the GEMM a matrix product or a convolution runs (``M`` output
     rows -- a convolution's output positions times its batch --, ``K`` the reduction, ``N``
@@ -605,7 +618,10 @@ def operator_work(spec: OpSpec) -> Work:
     if kind and cls in ("matmul", "conv"):
         small = gemm_min_dim(spec)
         bucket = next((b for b in SMALL_DIM_BUCKETS if 0 < small <= b), 0)
-        kind += f"@{bucket}" if bucket else ""
+        if bucket:
+            kind += f"@{bucket}"
+        elif cls == "matmul" and _largest_operand(spec) >= CACHE_BEYOND_BYTES:
+            kind += "@big"
     fresh = 0.0
     if cls not in ("view", "meta", ""):
         sizes = [spec.itemsize * numel(o) for o in spec.output_shapes]
