@@ -186,3 +186,20 @@ def test_only_outputs_past_the_fresh_allocation_size_are_fresh_bytes() -> None:
     small = operator_work(OpSpec(op_type="add", input_shapes=((big - 1,),), output_shapes=((big - 1,),)))
     view = operator_work(OpSpec(op_type="view", input_shapes=((big,),), output_shapes=((big,),)))
     assert small.fresh_bytes == 0.0 and view.fresh_bytes == 0.0
+
+
+def test_a_product_with_an_operand_past_the_cache_is_priced_apart() -> None:
+    """A language model's head (weights 512 x 50,257: 103 MB) has the bucket ``@big``; a skinny
+    product keeps its small-dimension bucket whatever its operands' sizes; a block's product
+    has neither."""
+    from dnnpart.cost.ops import CACHE_BEYOND_BYTES
+
+    head = operator_work(OpSpec(op_type="matmul", input_shapes=((256, 512),), weight_shapes=((50257, 512),),
+                                output_shapes=((256, 50257),), attrs={"k": 512, "layout": "nt"}))
+    assert head.cost_key == "matmul:nt@big" and 4 * 50257 * 512 >= CACHE_BEYOND_BYTES
+    skinny = operator_work(OpSpec(op_type="matmul", input_shapes=((32, 512),), weight_shapes=((50257, 512),),
+                                  output_shapes=((32, 50257),), attrs={"k": 512, "layout": "nt"}))
+    assert skinny.cost_key == "matmul:nt@32"
+    block = operator_work(OpSpec(op_type="matmul", input_shapes=((256, 512),), weight_shapes=((2048, 512),),
+                                 output_shapes=((256, 2048),), attrs={"k": 512, "layout": "nt"}))
+    assert block.cost_key == "matmul:nt"
