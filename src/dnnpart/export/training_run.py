@@ -435,8 +435,10 @@ def _worker(
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
+    from dnnpart.export.allocator import keep_freed_heap
     from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
 
+    keep_freed_heap()  # the heap the cost model prices (dnnpart.export.allocator)
     torch.set_num_threads(1)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(

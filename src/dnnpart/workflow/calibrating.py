@@ -218,6 +218,10 @@ def calibrate(
     check_options(device, threads)
     torch = require("torch", extra="torch", caller="calibrate")
     started = time.perf_counter()
+    if device == "cpu":
+        from dnnpart.export.allocator import keep_freed_heap
+
+        keep_freed_heap()  # the heap run's ranks have (dnnpart.export.allocator)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -369,6 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the check compares float32 results
         torch.backends.cudnn.allow_tf32 = False
+    else:
+        from dnnpart.export.allocator import keep_freed_heap
+
+        keep_freed_heap()  # a CPU rank: the heap the cost model prices
     if args.check:
         # CPU kernels pick their reduction order by thread count; the reference runs alike
         torch.set_num_threads(1)
