@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dnnpart.cost import resolve_cluster
-from dnnpart.devices import Device
+from dnnpart.devices import Device, route_kernels
 from dnnpart.devices.cluster import Link
-from dnnpart.devices.routing import route, route_kernel, route_path
+from dnnpart.devices.routing import route, route_path
 from dnnpart.devices.topology import (
     DGX1_NVLINK,
     GENERATORS,
@@ -92,11 +92,27 @@ def test_routing_equals_brute_force_over_simple_paths(topo):
                 at = x[1] if x[0] == at else x[0]
                 bott, lat_sum = min(bott, x[2]), lat_sum + x[3]
             assert at == t and (bott, lat_sum, len(path)) == (bw[s, t], lat[s, t], hops[s, t])
-    # the kernel's own source (``.py_func``) gives the same matrices: a compilation check
-    twin = route_kernel.py_func(d, np.array(a, np.int64), np.array(b, np.int64),
-                                np.array([x[2] for x in links]), np.array([x[3] for x in links]))
+    # the kernels' own source (``.py_func``) gives the same matrices: a compilation check
+    twin = _route_uncompiled(d, a, b, [x[2] for x in links], [x[3] for x in links])
     for x, y in zip(twin, (bw, lat, hops), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def _route_uncompiled(d, a, b, bw, lat):
+    """``route``'s widest matrices from the kernels' Python source (no numba)."""
+    from dnnpart.devices.routing import _levels
+
+    aa, bb = np.array(a, np.int64).reshape(-1), np.array(b, np.int64).reshape(-1)
+    bwa, la = np.array(bw, float).reshape(-1), np.array(lat, float).reshape(-1)
+    order, lstart = _levels(bwa)
+    ptr, nbr, eid = route_kernels.adjacency.py_func(d, aa, bb, order)
+    band, late = np.zeros((d, d)), np.full((d, d), math.inf)
+    hop = np.full((d, d), -1, np.int64)
+    parent = np.empty(d, np.int64)
+    for s in range(d):
+        route_kernels.widest_source.py_func(s, ptr, nbr, eid, aa, bb, bwa, la, order, lstart, -1,
+                                            band[s], late[s], hop[s], parent, False)
+    return band, late, hop
 
 
 def test_widest_path_prefers_bottleneck_then_latency_then_hops():
@@ -204,13 +220,13 @@ def test_shorthand_adds_cpus_only_when_asked():
     ("torus3d:x=2,y=2,w=3", "unknown parameter 'w'"),
     ("mesh2d:x=two", "not a number"),
     ("mesh2d:x=1.5", "must be an integer"),
-    ("mesh2d:x=0,y=3", "at least one device"),
+    ("mesh2d:x=0,y=3", r"parameter x must be an integer in \[1, 4096\]"),
     ("mesh2d:x", "expected GENERATOR:key=value"),
     ("mesh2d:x=2,x=3", "given twice"),
     ("torus3d:x=100,y=100,z=100", "exceed the limit"),
     ("random_blk_1:n=10,blocks=3", "divide n=10"),
     ("uniform_dist:n=4,lo=5,hi=1", "lo <= hi"),
-    ("uniform_dist:n=4,lo=nan", ">= 0"),
+    ("uniform_dist:n=4,lo=nan", "parameter lo must be a finite number > 0"),
     ("100000xA100", "exceed the limit"),
     ("nosuch:a=1", "neither an existing cluster file"),
 ])

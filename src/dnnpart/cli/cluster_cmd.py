@@ -26,6 +26,39 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+#: Largest cluster whose matrices and links ``cluster show --json`` prints in full; a larger
+#: one gets its devices, link count, the first links and the distinct bandwidths with their
+#: pair counts (a 4,096-device matrix as JSON is about 300 MB of text).
+MAX_JSON_MATRIX_DEVICES = 256
+#: Links a summarised cluster lists.
+SHOWN_LINKS = 64
+
+
+def _large_summary(c: Any) -> dict[str, Any]:
+    """``cluster show --json`` of a cluster above :data:`MAX_JSON_MATRIX_DEVICES` devices."""
+    import numpy as np
+
+    off = c.bandwidth[~np.eye(c.n_devices, dtype=bool)]
+    vals, counts = np.unique(off, return_counts=True)
+    top = np.argsort(-counts, kind="stable")[:SHOWN_LINKS]
+    return {
+        "name": c.name,
+        "devices": [{"name": d.name, "kind": d.kind, "memory_bytes": d.memory_bytes,
+                     "speed": d.speed, "group": int(g)}
+                    for d, g in zip(c.devices, c.group.tolist(), strict=True)],
+        "n_links": len(c.links),
+        "links": [{"a": c.devices[x.a].name, "b": c.devices[x.b].name, "bandwidth": x.bandwidth,
+                   "latency": x.latency, "kind": x.kind} for x in c.links[:SHOWN_LINKS]],
+        "routed": bool(c.links),
+        "bandwidth": None,
+        "latency": None,
+        "bandwidth_pairs": [{"bandwidth": float(vals[i]), "pairs": int(counts[i]) // 2}
+                            for i in top.tolist()],
+        "summarised": f"more than {MAX_JSON_MATRIX_DEVICES} devices: matrices left out, the "
+                      f"first {SHOWN_LINKS} links and the most common bandwidths shown",
+    }
+
+
 def cmd_cluster(args: argparse.Namespace, out: Renderer) -> int:
     import numpy as np
     from rich.table import Table
@@ -34,13 +67,13 @@ def cmd_cluster(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow.summary import cluster_summary
 
     c = resolve_cluster(args.spec).cluster
-    s = cluster_summary(c)
     if args.plot:
         from dnnpart.viz.cluster import plot_bandwidth
 
         plot_bandwidth(c, args.plot)
     if out.json_mode:
-        out.json(dumps(s))
+        out.json(dumps(cluster_summary(c) if c.n_devices <= MAX_JSON_MATRIX_DEVICES
+                       else _large_summary(c)))
         return EXIT_OK
     out.print(f"[bold]{c.name}[/]: {c.n_devices} devices, {len(c.links)} links"
               + ("" if c.links else " (matrices given, not routed)"))

@@ -173,7 +173,9 @@ class Cluster:
             arr = getattr(self, attr)
             if arr.size == 0:
                 arr = default
-            arr = np.array(arr, dtype=default.dtype)
+            keep = (isinstance(arr, np.ndarray) and arr.dtype == default.dtype
+                    and not arr.flags.writeable and arr.flags.c_contiguous)
+            arr = arr if keep else np.array(arr, dtype=default.dtype)  # read-only: no copy
             if arr.shape != default.shape:
                 raise UsageError(f"cluster {attr}: expected shape {default.shape}, got {arr.shape}")
             if arr.dtype.kind == "f" and (np.any(np.isnan(arr)) or np.any(arr < 0)):

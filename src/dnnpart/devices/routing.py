@@ -1,7 +1,7 @@
 """Routing: from an undirected link list to ``(d, d)`` bandwidth and latency matrices.
 
 A cluster has ONE routing rule (``Cluster.routing``) that every solver and simulator uses
-(``docs/topologies.md``); two rules exist, ``widest`` (the default) and ``store-and-forward``:
+(``docs/topologies.md``); three rules exist, ``widest`` (the default), ``store-and-forward`` and ``direct``:
 
 **widest path** -- a transfer from ``i`` to ``j`` follows a simple path whose *bottleneck*
 bandwidth (its slowest link) is the largest possible; among those, the path with the least
@@ -23,139 +23,43 @@ topologies (``random_blk_1/2``, ``uniform_dist``, ``two-level``) are connected u
 to differ; ``direct`` keeps those differences (widest path would let most pairs detour over
 the fastest links).
 
-Why a two-step computation (widest path): the lexicographic label (bottleneck, latency) is not isotone, so one
+How (widest path): the lexicographic label (bottleneck, latency) is not isotone, so one
 Dijkstra pass over it can be wrong (a narrower prefix with less latency can win after a narrow
-link). Instead, for a source ``s``: (1) a max-bottleneck Dijkstra gives every target's best
-bottleneck ``B*``; (2) for each distinct ``B*``, a Dijkstra on (latency, hops) over the links of
-bandwidth ``>= B*`` gives the least latency among the widest paths (every path in that subgraph
-has bottleneck ``>= B*``, and none can exceed ``B*``). Both steps are dense ``O(d^2)`` per pass
-in a numba kernel (:func:`route_kernel`, uncompiled source ``route_kernel.py_func``; the
-tests' brute force over simple paths is its twin); a 512-device
-3-D torus (one bandwidth level) routes in well under a second.
+link). Instead, per source, the links are switched on level by level in decreasing bandwidth
+and a Dijkstra on (latency, hops) is kept up to date over the links switched on so far; a
+device first reached at level ``B`` has bottleneck ``B`` (every path in that subgraph has
+bottleneck ``>= B``, none can exceed it) and that subgraph's least latency and hops
+(:mod:`dnnpart.devices.route_kernels`). A source ends once every device is reached, so a
+complete graph of distinct bandwidths never looks at most of its slow links. Store-and-forward
+is one Dijkstra per source. Both are ``O(m log d)`` per source for ``m`` links.
+
+Structure: a complete topology whose devices fall into *blocks* with one link kind inside a
+block and one per pair of blocks (``two-level``'s machines, ``random_blk_1/2``'s blocks) is
+routed on a graph of two devices per block (:func:`route_blocks`): a best path never visits a
+block twice (the link into the second visit's device leads from the same block as the first
+one's, so skipping the loop is no worse and has fewer hops), so two representatives carry every
+route.
+
+Stopping: rows are routed in chunks of about :data:`CHUNK_WORK` link relaxations; between
+chunks :func:`route` checks the stop flag (:mod:`dnnpart.interrupt`): Ctrl-C raises
+``KeyboardInterrupt`` (exit 130), a passed time limit :class:`~dnnpart.errors.ProblemTooLargeError`
+(exit 1), each naming how far routing got.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.errors import UsageError
-from dnnpart.interrupt import shield_numba_compiles
-
-shield_numba_compiles()  # numba compilations are not cut by the stop backstop
+from dnnpart import interrupt
+from dnnpart.devices import route_kernels as rk
+from dnnpart.errors import ProblemTooLargeError, UsageError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-@numba.njit(cache=True)
-def _widest(s: int, ptr: IntArray, nbr: IntArray, bw: FloatArray, out: FloatArray) -> None:
-    d = ptr.shape[0] - 1
-    done = np.zeros(d, np.bool_)
-    for v in range(d):
-        out[v] = 0.0
-    out[s] = math.inf
-    for _ in range(d):
-        u = -1
-        best = 0.0
-        for v in range(d):
-            if not done[v] and out[v] > best:
-                best = out[v]
-                u = v
-        if u < 0:
-            break
-        done[u] = True
-        for e in range(ptr[u], ptr[u + 1]):
-            w = nbr[e]
-            cand = min(out[u], bw[e])
-            if cand > out[w]:
-                out[w] = cand
-
-
-@numba.njit(cache=True)
-def _shortest(s: int, ptr: IntArray, nbr: IntArray, bw: FloatArray, lat: FloatArray,
-              threshold: float, dist: FloatArray, hops: IntArray) -> None:
-    d = ptr.shape[0] - 1
-    done = np.zeros(d, np.bool_)
-    for v in range(d):
-        dist[v] = math.inf
-        hops[v] = 1 << 60
-    dist[s] = 0.0
-    hops[s] = 0
-    for _ in range(d):
-        u = -1
-        for v in range(d):
-            if done[v] or dist[v] == math.inf:
-                continue
-            if u < 0 or dist[v] < dist[u] or (dist[v] == dist[u] and hops[v] < hops[u]):
-                u = v
-        if u < 0:
-            break
-        done[u] = True
-        for e in range(ptr[u], ptr[u + 1]):
-            if bw[e] < threshold:
-                continue
-            w = nbr[e]
-            nd = dist[u] + lat[e]
-            nh = hops[u] + 1
-            if nd < dist[w] or (nd == dist[w] and nh < hops[w]):
-                dist[w] = nd
-                hops[w] = nh
-
-
-@numba.njit(cache=True)
-def route_kernel(d: int, a: IntArray, b: IntArray, bw: FloatArray,
-                 lat: FloatArray) -> tuple[FloatArray, FloatArray, IntArray]:
-    """All-pairs widest path with the tie rule; returns (bandwidth, latency, hops).
-
-    Unreachable pairs get bandwidth 0, latency ``inf`` and hops -1. Parallel links between
-    the same two devices are alternatives (the rule picks among them like among paths).
-    """
-    m = a.shape[0]
-    deg = np.zeros(d + 1, np.int64)
-    for e in range(m):
-        deg[a[e] + 1] += 1
-        deg[b[e] + 1] += 1
-    ptr = np.cumsum(deg)
-    fill = ptr[:-1].copy()
-    nbr = np.empty(2 * m, np.int64)
-    ebw = np.empty(2 * m, np.float64)
-    elat = np.empty(2 * m, np.float64)
-    for e in range(m):
-        for x, y in ((a[e], b[e]), (b[e], a[e])):
-            k = fill[x]
-            nbr[k] = y
-            ebw[k] = bw[e]
-            elat[k] = lat[e]
-            fill[x] += 1
-    band = np.zeros((d, d), np.float64)
-    late = np.full((d, d), math.inf)
-    hop = np.full((d, d), -1, np.int64)
-    wide = np.empty(d, np.float64)
-    dist = np.empty(d, np.float64)
-    hcount = np.empty(d, np.int64)
-    for s in range(d):
-        _widest(s, ptr, nbr, ebw, wide)
-        levels = np.unique(wide)
-        for t in range(levels.shape[0]):
-            level = levels[t]
-            if level <= 0.0:
-                continue
-            _shortest(s, ptr, nbr, ebw, elat, level, dist, hcount)
-            for v in range(d):
-                if wide[v] == level:
-                    band[s, v] = level
-                    late[s, v] = dist[v]
-                    hop[s, v] = hcount[v]
-        band[s, s] = math.inf
-        late[s, s] = 0.0
-        hop[s, s] = 0
-    return band, late, hop
 
 
 #: The routing rules a cluster may name (``Cluster.routing``); the first is the default.
@@ -169,64 +73,100 @@ def check_rule(rule: str) -> str:
     return rule
 
 
-def _saf_tree(n: int, adj: list[list[tuple[int, int, float, float]]], s: int
-              ) -> tuple[list[tuple[float, float, int]], list[tuple[int, int]]]:
-    """Store-and-forward Dijkstra from ``s``: per device (sum 1/B, latency, hops), parent."""
-    inf = (math.inf, math.inf, 0)
-    best: list[tuple[float, float, int]] = [inf] * n
-    parent: list[tuple[int, int]] = [(-1, -1)] * n
-    best[s] = (0.0, 0.0, 0)
-    heap: list[tuple[float, float, int, int]] = [(0.0, 0.0, 0, s)]
-    done = [False] * n
-    while heap:
-        t, lat, hops, u = heapq.heappop(heap)
-        if done[u]:
-            continue
-        done[u] = True
-        for v, k, inv, lk in adj[u]:
-            cand = (t + inv, lat + lk, hops + 1)
-            if cand < best[v]:
-                best[v] = cand
-                parent[v] = (u, k)
-                heapq.heappush(heap, (cand[0], cand[1], cand[2], v))
-    return best, parent
 
 
-def _saf_adjacency(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
-                   ) -> list[list[tuple[int, int, float, float]]]:
-    adj: list[list[tuple[int, int, float, float]]] = [[] for _ in range(n)]
-    for k, (u, v, w, lk) in enumerate(zip(aa.tolist(), bb.tolist(), bw.tolist(), la.tolist(),
-                                          strict=True)):
-        if w > 0 and u != v:
-            inv = 0.0 if math.isinf(w) else 1.0 / w
-            adj[u].append((v, k, inv, lk))
-            adj[v].append((u, k, inv, lk))
-    return adj
+#: Link relaxations routed between two checks of the stop flag (a few tens of milliseconds).
+CHUNK_WORK = 2_000_000
 
 
-def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
-            ) -> tuple[FloatArray, FloatArray, IntArray]:
-    band = np.zeros((n, n))
-    late = np.zeros((n, n))
-    hop = np.full((n, n), -1, np.int64)
-    for u, v, w, lk in zip(aa.tolist(), bb.tolist(), bw.tolist(), la.tolist(), strict=True):
-        if u == v or w <= 0:
-            continue
-        if w > band[u, v] or (w == band[u, v] and lk < late[u, v]):
-            band[u, v] = band[v, u] = w
-            late[u, v] = late[v, u] = lk
-            hop[u, v] = hop[v, u] = 1
-    np.fill_diagonal(band, math.inf)
-    np.fill_diagonal(late, 0.0)
-    np.fill_diagonal(hop, 0)
-    return band, late, hop
+def check_stop(done: int, total: int) -> None:
+    """Stop routing when the stop flag is set: ``KeyboardInterrupt`` for Ctrl-C,
+    :class:`~dnnpart.errors.ProblemTooLargeError` for a passed time limit.
+
+    Examples
+    --------
+    >>> interrupt.reset(); check_stop(0, 4)   # no stop requested: returns
+    >>> interrupt.request_stop(interrupt.TIME_LIMIT); check_stop(1, 4)
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.ProblemTooLargeError: routing stopped at the time limit after 1 of 4 source devices
+    >>> interrupt.reset()
+    """
+    if not interrupt.stop_requested():
+        return
+    if interrupt.stop_reason() == interrupt.TIME_LIMIT:
+        raise ProblemTooLargeError(
+            f"routing stopped at the time limit after {done:,} of {total:,} source devices")
+    raise KeyboardInterrupt
+
+
+def _arrays(a: npt.ArrayLike, b: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.ArrayLike
+            ) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
+    aa = np.asarray(a, dtype=np.int64).reshape(-1)
+    bb = np.asarray(b, dtype=np.int64).reshape(-1)
+    bw = np.asarray(bandwidth, dtype=np.float64).reshape(-1)
+    la = np.asarray(latency, dtype=np.float64).reshape(-1)
+    if not (aa.shape == bb.shape == bw.shape == la.shape):
+        raise UsageError("route: a, b, bandwidth and latency need one entry per link each")
+    keep = (bw > 0) & (aa != bb)  # a link of no bandwidth, or a loop, carries no route
+    return aa[keep], bb[keep], bw[keep], la[keep]
+
+
+def _levels(bw: FloatArray) -> tuple[IntArray, IntArray]:
+    """Links by decreasing bandwidth (stable) and where each bandwidth level starts."""
+    order = np.argsort(-bw, kind="stable").astype(np.int64)
+    ranked = bw[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]]) if ranked.size else \
+        np.zeros(0, np.int64)
+    return order, np.r_[starts, ranked.size].astype(np.int64)
+
+
+def _hop_tables(n: int, bw: float, lat: float, rule: str) -> tuple[FloatArray, FloatArray]:
+    """Bandwidth and latency of an ``h``-hop path of equal links, ``h < n``: the sums formed
+    from the source outwards, as a Dijkstra forms them."""
+    inv = 0.0 if math.isinf(bw) else 1.0 / bw
+    band_of, lat_of = np.empty(n), np.empty(n)
+    t = la = 0.0
+    for h in range(n):
+        if rule == "widest":
+            band_of[h] = bw
+        else:
+            band_of[h] = math.inf if t == 0 else 1.0 / t
+        lat_of[h] = la
+        t += inv
+        la += lat
+    return band_of, lat_of
+
+
+def _equal(values: FloatArray) -> bool:
+    """Whether every link has the same value (then a breadth-first search replaces the heap)."""
+    return bool(values.size == 0 or np.all(values == values[0]))
+
+
+def _step(n: int, m: int) -> int:
+    """Sources per chunk: about :data:`CHUNK_WORK` link relaxations."""
+    return max(1, min(n, CHUNK_WORK // max(1, 2 * m + n)))
+
+
+def _chunked(n: int, m: int, rows: object) -> None:
+    """Call ``rows(s0, s1)`` over all sources in chunks, checking the stop flag between."""
+    step = _step(n, m)
+    for s0 in range(0, n, step):
+        check_stop(s0, n)
+        rows(s0, min(n, s0 + step))  # type: ignore[operator]
+    check_stop(n, n)
 
 
 def route(
     n_devices: int, a: npt.ArrayLike, b: npt.ArrayLike, bandwidth: npt.ArrayLike,
-    latency: npt.ArrayLike, *, rule: str = "widest",
+    latency: npt.ArrayLike, *, rule: str = "widest", hops: bool = True,
 ) -> tuple[FloatArray, FloatArray, IntArray]:
     """Bandwidth, latency and hop matrices of a link list under ``rule``.
+
+    Unreachable pairs get bandwidth 0 and hops -1. ``hops=False``: no hop matrix (an empty
+    one is returned), which saves ``8 d^2`` bytes. Parallel links between the same two
+    devices are alternatives (the rule picks among them like among paths). Checks the stop
+    flag between chunks of sources (:func:`check_stop`).
 
     Examples
     --------
@@ -238,29 +178,103 @@ def route(
     >>> float(bw[0, 2]), float(bw[0, 1]), int(hops[0, 2])   # 1/10 + 1/10 = 1/5 beats 1/4
     (5.0, 10.0, 2)
     """
-    aa = np.asarray(a, dtype=np.int64).reshape(-1)
-    bb = np.asarray(b, dtype=np.int64).reshape(-1)
-    bwa = np.asarray(bandwidth, dtype=np.float64).reshape(-1)
-    la = np.asarray(latency, dtype=np.float64).reshape(-1)
-    if check_rule(rule) == "widest":
-        band, late, hop = route_kernel(int(n_devices), aa, bb, bwa, la)
-        return band, late, hop
     n = int(n_devices)
-    if rule == "direct":
+    aa, bb, bwa, la = _arrays(a, b, bandwidth, latency)
+    if check_rule(rule) == "direct":
         return _direct(n, aa, bb, bwa, la)
-    adj = _saf_adjacency(n, aa, bb, bwa, la)
-    band = np.zeros((n, n))
-    late = np.zeros((n, n))
-    hop = np.full((n, n), -1, np.int64)
-    for s in range(n):
-        best, _ = _saf_tree(n, adj, s)
-        for v, (t, lat, h) in enumerate(best):
-            if math.isfinite(t):
-                band[s, v] = math.inf if t == 0 else 1.0 / t
-                late[s, v] = lat
-                hop[s, v] = h
+    band = np.empty((n, n))  # the kernels write every entry of each row
+    late = np.empty((n, n))
+    m = aa.size
+    hop = np.empty((n, n) if hops else (_step(n, m), n), np.int64)
+    if m and _equal(bwa) and _equal(la):  # one kind of link (grids, tori): breadth-first
+        ptr, nbr, _ = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
+        band_of, lat_of = _hop_tables(n, float(bwa[0]), float(la[0]), rule)
+        _chunked(n, m, lambda s0, s1: rk.uniform_rows(s0, s1, ptr, nbr, band_of, lat_of,
+                                                       band, late, hop))
+    elif rule == "widest":
+        order, lstart = _levels(bwa)
+        ptr, nbr, eid = rk.adjacency(n, aa, bb, order)
+        fifo = _equal(la)
+        _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa, la,
+                                                      order, lstart, band, late, hop, fifo))
+    else:
+        with np.errstate(divide="ignore"):
+            inv = np.where(np.isinf(bwa), 0.0, 1.0 / bwa)
+        ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
+        fifo = _equal(la) and _equal(inv)
+        _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late,
+                                                   hop, fifo))
     np.fill_diagonal(band, math.inf)
     np.fill_diagonal(late, 0.0)
+    if not hops:
+        return band, late, np.zeros((0, 0), np.int64)
+    np.fill_diagonal(hop, 0)
+    return band, late, hop
+
+
+def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
+            ) -> tuple[FloatArray, FloatArray, IntArray]:
+    band = np.zeros((n, n))
+    late = np.full((n, n), math.inf)
+    hop = np.full((n, n), -1, np.int64)
+    # per pair, the widest link, ties to the least latency: write the best last
+    best = np.lexsort((-la, bw))
+    for u, v in ((aa[best], bb[best]), (bb[best], aa[best])):
+        band[u, v] = bw[best]
+        late[u, v] = la[best]
+        hop[u, v] = 1
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    np.fill_diagonal(hop, 0)
+    return band, late, hop
+
+
+def route_blocks(block: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.ArrayLike, *,
+                 rule: str = "widest") -> tuple[FloatArray, FloatArray, IntArray]:
+    """Matrices of a complete topology whose links depend only on the devices' blocks.
+
+    ``block[i]`` is device ``i``'s block; a link between blocks ``x != y`` has
+    ``bandwidth[x, y]`` and ``latency[x, y]``, one inside block ``x`` ``bandwidth[x, x]`` and
+    ``latency[x, x]``. Routed on two representatives per block (module doc), the same
+    matrices as :func:`route` on the full link list, in ``O(d^2)`` for the result.
+
+    Examples
+    --------
+    >>> bw, lat, hops = route_blocks([0, 0, 1, 1], [[1.0, 4.0], [4.0, 1.0]], [[0, 0], [0, 0]])
+    >>> bw.tolist()[0], hops.tolist()[0]     # inside a block: over the other block's 4-links
+    ([inf, 4.0, 4.0, 4.0], [0, 2, 1, 1])
+    """
+    blk = np.asarray(block, dtype=np.int64).reshape(-1)
+    bw = np.asarray(bandwidth, dtype=np.float64)
+    la = np.asarray(latency, dtype=np.float64)
+    k = bw.shape[0]
+    if bw.shape != (k, k) or la.shape != (k, k) or (blk.size and not 0 <= blk.min() <= blk.max() < k):
+        raise UsageError(f"route_blocks: expected (k, k) matrices and blocks in [0, {k})")
+    size = np.bincount(blk, minlength=k)
+    rep0 = np.arange(k, dtype=np.int64)
+    twin = np.flatnonzero(size >= 2)
+    rep1 = np.full(k, -1, np.int64)
+    rep1[twin] = k + np.arange(twin.size)
+    of = np.r_[np.arange(k), twin]  # block of each representative
+    n = of.size
+    ii, jj = np.triu_indices(n, 1)
+    ii, jj = ii.astype(np.int64), jj.astype(np.int64)
+    small_bw, small_lat, small_hop = route(n, ii, jj, bw[of[ii], of[jj]], la[of[ii], of[jj]],
+                                           rule=rule)
+    inner = rep1[blk]
+    same = blk[:, None] == blk[None, :]
+    out: list[npt.NDArray[np.generic]] = []
+    for mat in (small_bw, small_lat, small_hop):
+        full = mat[np.ix_(rep0[blk], rep0[blk])]
+        within = mat[rep0[blk], np.where(inner >= 0, inner, rep0[blk])]  # per device's block
+        full[same] = np.broadcast_to(within[:, None], full.shape)[same]
+        out.append(full)
+    band = out[0].astype(np.float64, copy=False)
+    late = out[1].astype(np.float64, copy=False)
+    hop = out[2].astype(np.int64, copy=False)
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    np.fill_diagonal(hop, 0)
     return band, late, hop
 
 
@@ -274,10 +288,11 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
                b: int, level: float | None = None, *, rule: str = "widest") -> list[int]:
     """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
 
-    ``cluster_links`` are ``(a, b, bandwidth, latency)``. Among paths of the best bottleneck,
-    least latency, then fewest hops, the first one found (deterministic). Used for link
-    contention, which needs the physical links a transfer crosses. ``level``: the pair's
-    widest bottleneck when known (a routed cluster's ``bandwidth[a, b]``), saving a routing.
+    ``cluster_links`` are ``(a, b, bandwidth, latency)``. The path carries the label of the
+    rule's matrices (best bottleneck, least latency, then fewest hops for ``widest``); among
+    equal ones, the first the Dijkstra finds (deterministic). Used for link contention, which
+    needs the physical links a transfer crosses. ``level`` is accepted for compatibility (the
+    pair's widest bottleneck); the search finds it itself.
 
     Examples
     --------
@@ -286,55 +301,35 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     """
     if a == b:
         return []
+    arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
+    ids = np.arange(arr.shape[0])
+    aa, bb = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
+    keep = (arr[:, 2] > 0) & (aa != bb)
+    ids, aa, bb, bw, la = ids[keep], aa[keep], bb[keep], arr[keep, 2], arr[keep, 3]
     if check_rule(rule) == "direct":
-        cands = [k for k, x in enumerate(cluster_links) if {x[0], x[1]} == {a, b} and x[2] > 0]
+        cands = [k for k in range(ids.size) if {int(aa[k]), int(bb[k])} == {a, b}]
         if not cands:
             raise UsageError(f"no path from device {a} to device {b}")
-        return [min(cands, key=lambda k: (-cluster_links[k][2], cluster_links[k][3], k))]
+        return [int(ids[min(cands, key=lambda k: (-bw[k], la[k], k))])]
+    n = int(n_devices)
+    parent = np.empty(n, np.int64)
+    rb, rl, rh = np.empty(n), np.empty(n), np.empty(n, np.int64)
     if rule == "store-and-forward":
-        arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
-        saf_adj = _saf_adjacency(n_devices, arr[:, 0].astype(np.int64),
-                                 arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
-        saf_best, saf_parent = _saf_tree(n_devices, saf_adj, a)
-        if not math.isfinite(saf_best[b][0]):
-            raise UsageError(f"no path from device {a} to device {b}")
-        saf: list[int] = []
-        node = b
-        while node != a:
-            pu, pk = saf_parent[node]
-            saf.append(pk)
-            node = pu
-        return saf[::-1]
-    if level is None:
-        bw, _, _ = route(n_devices, [x[0] for x in cluster_links], [x[1] for x in cluster_links],
-                         [x[2] for x in cluster_links], [x[3] for x in cluster_links])
-        level = float(bw[a, b])
-    if level <= 0:
+        with np.errstate(divide="ignore"):
+            inv = np.where(np.isinf(bw), 0.0, 1.0 / bw)
+        ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(ids.size, dtype=np.int64))
+        rk.saf_source(a, ptr, nbr, eid, inv, la, rb, rl, rh, parent, _equal(la) and _equal(inv))
+    else:
+        order, lstart = _levels(bw)
+        ptr, nbr, eid = rk.adjacency(n, aa, bb, order)
+        rk.widest_source(a, ptr, nbr, eid, aa, bb, bw, la, order, lstart, b, rb, rl, rh, parent,
+                         _equal(la))
+    if rh[b] < 0:
         raise UsageError(f"no path from device {a} to device {b}")
-    adj: list[list[tuple[int, int]]] = [[] for _ in range(n_devices)]
-    for k, (u, v, w, _lat) in enumerate(cluster_links):
-        if w >= level:
-            adj[u].append((v, k))
-            adj[v].append((u, k))
-    best: dict[int, tuple[float, int]] = {a: (0.0, 0)}
-    parent: dict[int, tuple[int, int]] = {}
-    heap: list[tuple[float, int, int]] = [(0.0, 0, a)]
-    done: set[int] = set()
-    while heap:
-        dist, hops, u = heapq.heappop(heap)
-        if u in done:
-            continue
-        done.add(u)
-        for v, k in adj[u]:
-            cand = (dist + cluster_links[k][3], hops + 1)
-            if v not in best or cand < best[v]:
-                best[v] = cand
-                parent[v] = (u, k)
-                heapq.heappush(heap, (cand[0], cand[1], v))
     path: list[int] = []
-    v = b
-    while v != a:
-        u, k = parent[v]
-        path.append(k)
-        v = u
+    node = b
+    while node != a:
+        e = int(parent[node])
+        path.append(int(ids[e]))
+        node = int(bb[e]) if int(aa[e]) == node else int(aa[e])
     return path[::-1]

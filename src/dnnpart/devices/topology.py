@@ -30,6 +30,7 @@ Generators (``GENERATOR:key=value,...`` on the command line, :func:`generate`), 
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ import numpy.typing as npt
 
 from dnnpart.devices.cluster import ACCELERATOR, Cluster, Device, Link
 from dnnpart.devices.presets import PCIE3_X16_BANDWIDTH, two_level_cluster
-from dnnpart.devices.routing import route, unreachable_pair
+from dnnpart.devices.routing import route, route_blocks, unreachable_pair
 from dnnpart.errors import UsageError
 
 #: One NVLink 2.0 brick, bytes/s per direction (V100: 25 GB/s signalling, ~24 usable).
@@ -65,8 +66,12 @@ def cluster_from_links(
     devices: Sequence[Device], links: Sequence[Link], *, name: str = "",
     group: Sequence[int] | npt.ArrayLike | None = None, time_unit_s: float = 1e-3,
     reference_bandwidth: float | None = None, routing: str = "widest",
+    matrices: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None,
 ) -> Cluster:
     """A cluster whose matrices are routed from ``links`` by ``routing`` (see module doc).
+
+    ``matrices``: the ``(bandwidth, latency)`` the rule gives, when the topology's structure
+    gives them without a search (:func:`~dnnpart.devices.routing.route_blocks`).
 
     Examples
     --------
@@ -80,16 +85,23 @@ def cluster_from_links(
     dnnpart.errors.UsageError: topology is disconnected: g0 cannot reach g2
     """
     d = len(devices)
-    for link in links:
-        if max(link.a, link.b) >= d:
-            raise UsageError(f"link {link.a}-{link.b}: the topology has {d} devices")
-    bw, lat, _ = route(d, [x.a for x in links], [x.b for x in links],
-                       [x.bandwidth for x in links], [x.latency for x in links], rule=routing)
+    check_link_count(len(links), "links")
+    ends = np.fromiter((max(x.a, x.b) for x in links), np.int64, len(links))
+    if ends.size and ends.max() >= d:
+        bad = links[int(np.argmax(ends >= d))]
+        raise UsageError(f"link {bad.a}-{bad.b}: the topology has {d} devices")
+    if matrices is None:
+        bw, lat, _ = route(d, [x.a for x in links], [x.b for x in links],
+                           [x.bandwidth for x in links], [x.latency for x in links], rule=routing,
+                           hops=False)
+    else:
+        bw, lat = matrices
     pair = unreachable_pair(bw)
     if pair is not None:
         raise UsageError(
             f"topology is disconnected: {devices[pair[0]].name} cannot reach {devices[pair[1]].name}"
         )
+    bw.flags.writeable = lat.flags.writeable = False  # fresh: the cluster keeps them uncopied
     return Cluster(
         devices=tuple(devices), bandwidth=bw, latency=lat,
         group=np.zeros(d, np.int64) if group is None else np.asarray(group, np.int64),
@@ -105,8 +117,9 @@ def _accelerators(n: int, memory: float) -> list[Device]:
 # -- generators -------------------------------------------------------------------------
 def two_level(*, nodes: int = 2, gpus: int = 4, intra: float = 150e9, inter: float = 12.5e9,
               latency: float = 0.0, inter_latency: float = 0.0,
-              memory: float = math.inf) -> Cluster:
-    """Machines of accelerators joined pairwise (``docs/topologies.md``).
+              memory: float = math.inf, routing: str = "widest") -> Cluster:
+    """Machines of accelerators joined pairwise (``docs/topologies.md``), routed by its
+    hierarchy (:func:`~dnnpart.devices.routing.route_blocks`, a machine is a block).
 
     Examples
     --------
@@ -116,27 +129,31 @@ def two_level(*, nodes: int = 2, gpus: int = 4, intra: float = 150e9, inter: flo
     """
     base = two_level_cluster(n_groups=nodes, accelerators_per_group=gpus, memory_bytes=memory,
                              intra_bandwidth=intra, inter_bandwidth=inter)
-    g = base.group
-    links = [
-        Link(a=i, b=j, bandwidth=intra if g[i] == g[j] else inter,
-             latency=latency if g[i] == g[j] else inter_latency,
-             kind="intra" if g[i] == g[j] else "inter")
-        for i, j in itertools.combinations(range(base.n_devices), 2)
-    ]
-    return cluster_from_links(base.devices, links, name=f"two-level {nodes}x{gpus}", group=g,
-                              reference_bandwidth=intra)
+    eye = np.eye(nodes, dtype=np.bool_)
+    return _complete(base.group, np.where(eye, intra, inter), np.where(eye, latency, inter_latency),
+                     f"two-level {nodes}x{gpus}{_suffix(routing)}", routing,
+                     devices=base.devices, group=base.group, reference_bandwidth=intra,
+                     kinds=("inter", "intra"))
 
 
 def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
-         pcie: float = PCIE3_X16_BANDWIDTH, latency: float = 0.0, routed: int = 0) -> Cluster:
+         pcie: float = PCIE3_X16_BANDWIDTH, latency: float = 0.0, routed: int = 0,
+         routing: str = "") -> Cluster:
     """DGX-1 (V100) hybrid cube-mesh: 8 GPUs, NVLink where wired, PCIe elsewhere.
+
+    By default the matrices are the links as given (DGX-1 does not forward NVLink traffic);
+    ``routing=RULE`` routes them by that rule, ``routed=1`` by ``widest``.
 
     Examples
     --------
     >>> c = dgx1()
     >>> (c.bandwidth[[0, 0, 0], [3, 1, 5]] / 1e9).tolist()
     [48.0, 24.0, 15.75]
+    >>> dgx1(routing="store-and-forward").routing
+    'store-and-forward'
     """
+    if routed not in (0, 1):
+        raise UsageError(f"dgx1: routed must be 0 or 1, got {routed}")
     devices = _accelerators(8, memory)
     links: list[Link] = []
     bw = np.full((8, 8), pcie)
@@ -147,8 +164,9 @@ def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
     for i, j in itertools.combinations(range(8), 2):
         if (i, j) not in DGX1_NVLINK:
             links.append(Link(a=i, b=j, bandwidth=pcie, latency=latency, kind="pcie"))
-    if routed:
-        return cluster_from_links(devices, links, name="dgx1 (routed)")
+    if routing or routed:
+        rule = routing or "widest"
+        return cluster_from_links(devices, links, name=f"dgx1 (routed, {rule})", routing=rule)
     np.fill_diagonal(bw, math.inf)
     lat = np.full((8, 8), latency)
     np.fill_diagonal(lat, 0.0)
@@ -175,9 +193,9 @@ def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: fl
             if last and (not wrap or k == 2):  # mesh: no wrap; torus of 2: link already there
                 continue
             links.append(Link(a=u, b=v, bandwidth=bw, latency=latency, kind=f"axis{axis}"))
-    suffix = "" if routing == "widest" else f" ({routing})"
     return cluster_from_links(_accelerators(n, memory), links,
-                              name=f"{name} {'x'.join(map(str, dims))}{suffix}", routing=routing)
+                              name=f"{name} {'x'.join(map(str, dims))}{_suffix(routing)}",
+                              routing=routing)
 
 
 def mesh2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
@@ -228,15 +246,33 @@ def torus3d(*, x: int = 4, y: int = 4, z: int = 4, bw: float = 25e9, latency: fl
     return _grid((x, y, z), True, bw, latency, memory, "torus3d", routing)
 
 
-def _complete(n: int, bandwidth: Callable[[int, int], float], latency: float, memory: float,
-              name: str, routing: str = "widest") -> Cluster:
-    if n < 1:
-        raise UsageError(f"{name}: n must be >= 1, got {n}")
-    links = [Link(a=i, b=j, bandwidth=bandwidth(i, j), latency=latency)
-             for i, j in itertools.combinations(range(n), 2)]
-    suffix = "" if routing == "widest" else f" ({routing})"
-    return cluster_from_links(_accelerators(n, memory), links, name=f"{name} n={n}{suffix}",
-                              routing=routing)
+def _complete(block: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.ArrayLike,
+              name: str, routing: str, *, memory: float = math.inf,
+              devices: Sequence[Device] | None = None, group: npt.ArrayLike | None = None,
+              reference_bandwidth: float | None = None,
+              kinds: tuple[str, str] = ("", "")) -> Cluster:
+    """A complete topology whose links depend on the devices' blocks only: link ``i-j`` has
+    ``bandwidth[block[i], block[j]]``; routed by :func:`route_blocks` (no all-pairs search).
+    ``kinds``: the links' labels between blocks and inside one."""
+    blk = np.asarray(block, dtype=np.int64)
+    n = blk.size
+    check_link_count(n * (n - 1) // 2, f"{name}: a complete topology of {n} devices")
+    bw = np.asarray(bandwidth, dtype=np.float64)
+    la = np.asarray(latency, dtype=np.float64)
+    ii, jj = np.triu_indices(n, 1)
+    bi, bj = blk[ii], blk[jj]
+    label = np.array(kinds, dtype=object)[(bi == bj).astype(np.int64)]
+    links = [Link(a=a, b=b, bandwidth=w, latency=lat, kind=k) for a, b, w, lat, k in
+             zip(ii.tolist(), jj.tolist(), bw[bi, bj].tolist(), la[bi, bj].tolist(),
+                 label.tolist(), strict=True)]
+    band, late, _ = route_blocks(blk, bw, la, rule=routing)
+    return cluster_from_links(_accelerators(n, memory) if devices is None else devices, links,
+                              name=name, group=group, reference_bandwidth=reference_bandwidth,
+                              routing=routing, matrices=(band, late))
+
+
+def _suffix(routing: str) -> str:
+    return "" if routing == "widest" else f" ({routing})"
 
 
 def _blocks(n: int, blocks: int, rng: np.random.Generator, name: str) -> np.ndarray:
@@ -259,8 +295,9 @@ def random_blk_1(*, n: int = 16, blocks: int = 4, intra: float = 100e9, inter: f
     ([1.0, 2.0], 2)
     """
     block = _blocks(n, blocks, np.random.default_rng(seed), "random_blk_1")
-    return _complete(n, lambda i, j: intra if block[i] == block[j] else inter, latency, memory,
-                     "random_blk_1", routing)
+    eye = np.eye(blocks, dtype=np.bool_)
+    return _complete(block, np.where(eye, intra, inter), np.full((blocks, blocks), latency),
+                     f"random_blk_1 n={n}{_suffix(routing)}", routing, memory=memory)
 
 
 def random_blk_2(*, n: int = 16, blocks: int = 4, intra_lo: float = 50e9,
@@ -283,8 +320,8 @@ def random_blk_2(*, n: int = 16, blocks: int = 4, intra_lo: float = 50e9,
     level = rng.uniform(inter_lo, inter_hi, size=(blocks, blocks))
     level = np.triu(level) + np.triu(level, 1).T
     level[np.diag_indices(blocks)] = rng.uniform(intra_lo, intra_hi, size=blocks)
-    return _complete(n, lambda i, j: float(level[block[i], block[j]]), latency, memory,
-                     "random_blk_2", routing)
+    return _complete(block, level, np.full((blocks, blocks), latency),
+                     f"random_blk_2 n={n}{_suffix(routing)}", routing, memory=memory)
 
 
 def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: float = 0.0,
@@ -298,9 +335,15 @@ def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: fl
     """
     if not (0 < lo <= hi < math.inf):
         raise UsageError("uniform_dist: need 0 < lo <= hi < inf")
+    if n < 1:
+        raise UsageError(f"uniform_dist: n must be >= 1, got {n}")
+    check_link_count(n * (n - 1) // 2, f"uniform_dist: a complete topology of {n} devices")
     draws = np.random.default_rng(seed).uniform(lo, hi, size=(n, n))
-    return _complete(n, lambda i, j: float(draws[i, j]), latency, memory, "uniform_dist",
-                     routing)
+    ii, jj = np.triu_indices(n, 1)
+    links = [Link(a=a, b=b, bandwidth=w, latency=latency) for a, b, w in
+             zip(ii.tolist(), jj.tolist(), draws[ii, jj].tolist(), strict=True)]
+    return cluster_from_links(_accelerators(n, memory), links,
+                              name=f"uniform_dist n={n}{_suffix(routing)}", routing=routing)
 
 
 GENERATORS: dict[str, Callable[..., Cluster]] = {
@@ -316,70 +359,142 @@ GENERATORS: dict[str, Callable[..., Cluster]] = {
 }
 #: Largest device count a generator may build (dense d x d matrices; 4096^2 floats = 128 MiB).
 MAX_GENERATED_DEVICES = 4096
-_INT_PARAMS = {"nodes", "gpus", "x", "y", "z", "n", "blocks", "seed", "routed"}
+#: Most links a topology may have: each is a Python object (about 150 bytes) shown, stored in
+#: plan files and crossed by link contention; a complete graph of 1,448 devices has 1,047,628.
+MAX_LINKS = 1 << 20
+#: Integer parameters and their least value (``routed`` is 0 or 1, ``seed`` < 2**63).
+_INT_PARAMS = {"nodes": 1, "gpus": 1, "x": 1, "y": 1, "z": 1, "n": 1, "blocks": 1, "seed": 0,
+               "routed": 0}
+_INT_MAX = {"routed": 1, "seed": 2**63 - 1}
+#: Parameters that are a latency (finite, >= 0) or a memory (>= 0, ``inf``: unbounded); every
+#: other number is a bandwidth (finite, > 0).
+_LATENCY_PARAMS = {"latency", "inter_latency"}
+_MEMORY_PARAMS = {"memory"}
+
+
+def check_link_count(n: int, where: str) -> int:
+    """Refuse a topology of more than :data:`MAX_LINKS` links before building it.
+
+    Examples
+    --------
+    >>> check_link_count(8_386_560, "uniform_dist n=4096")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.UsageError: uniform_dist n=4096: 8,386,560 links, more than the 1,048,576 ...
+    """
+    if n > MAX_LINKS:
+        raise UsageError(f"{where}: {n:,} links, more than the {MAX_LINKS:,} dnnpart routes; use "
+                         "fewer devices, or a cluster file with a `bandwidth` matrix (used as given)")
+    return n
+
+
+def excerpt(value: Any, limit: int = 40) -> str:
+    """A bounded rendering of a bad value for a message (containers are cut, not expanded).
+
+    Examples
+    --------
+    >>> excerpt("x" * 1000)[:12], len(excerpt([[1] * 10**6] * 10**6)) <= 120
+    ("'xxxxxxxxxxx", True)
+    """
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxstring, r.maxother = 3, 6, 6, 4, limit, limit
+    r.maxlong = limit
+    text = r.repr(value)
+    return text if len(text) <= 3 * limit else text[:3 * limit - 3] + "..."
+
+
+def generator_parameters(name: str) -> dict[str, Any]:
+    """A generator's parameters and their defaults.
+
+    Examples
+    --------
+    >>> sorted(generator_parameters("mesh2d"))
+    ['bw', 'latency', 'memory', 'routing', 'x', 'y']
+    """
+    return {k: p.default for k, p in inspect.signature(GENERATORS[name]).parameters.items()}
 
 
 def generate(name: str, params: dict[str, Any] | None = None) -> Cluster:
     """Build a generator's cluster; ``params`` are its keyword arguments (text or numbers).
 
+    Every parameter is checked against its range before anything is built, and a message
+    names it: counts ``>= 1`` (``seed >= 0``, ``routed`` 0 or 1), bandwidths finite ``> 0``,
+    latencies finite ``>= 0``, memory ``>= 0``, ``routing`` one of the rules; the planned
+    devices and links are bounded by :data:`MAX_GENERATED_DEVICES` and :data:`MAX_LINKS`.
+
     Examples
     --------
     >>> generate("torus3d", {"x": "2", "y": "2", "z": "2"}).n_devices
     8
+    >>> generate("dgx1", {"routed": "-1"})
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.UsageError: dgx1: parameter routed must be an integer in [0, 1], got '-1'
     """
-    try:
-        func = GENERATORS[name]
-    except KeyError:
-        raise UsageError(f"unknown topology generator {name!r}; known: {', '.join(GENERATORS)}") from None
-    import inspect
-
-    allowed = set(inspect.signature(func).parameters)
+    if name not in GENERATORS:
+        raise UsageError(f"unknown topology generator {excerpt(name)}; known: {', '.join(GENERATORS)}")
+    defaults = generator_parameters(name)
     kwargs: dict[str, Any] = {}
     for key, raw in (params or {}).items():
-        key = key.strip().replace("-", "_")
-        if key not in allowed:
-            raise UsageError(f"{name}: unknown parameter {key!r}; parameters: {', '.join(sorted(allowed))}")
-        if key == "routing":  # the one text parameter: the cluster's routing rule
-            from dnnpart.devices.routing import check_rule
-
-            try:
-                kwargs[key] = check_rule(str(raw).strip())
-            except ValueError as exc:
-                raise UsageError(f"{name}: {exc}") from None
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name}: parameter {key}={raw!r} is not a number") from None
-        if key in _INT_PARAMS:
-            if not value.is_integer():
-                raise UsageError(f"{name}: parameter {key} must be an integer, got {raw!r}")
-            kwargs[key] = int(value)
-        else:
-            if math.isnan(value) or value < 0:
-                raise UsageError(f"{name}: parameter {key} must be >= 0, got {raw!r}")
-            kwargs[key] = value
-    size = _planned_size(name, kwargs, inspect.signature(func).parameters)
+        key = str(key).strip().replace("-", "_")
+        if key not in defaults:
+            raise UsageError(f"{name}: unknown parameter {excerpt(key)}; parameters: "
+                             f"{', '.join(sorted(defaults))}")
+        kwargs[key] = _parameter(name, key, raw)
+    size = _planned_size(name, {**defaults, **kwargs})
     if size > MAX_GENERATED_DEVICES:
-        raise UsageError(f"{name}: {size} devices exceed the limit of {MAX_GENERATED_DEVICES}")
-    if name not in ("dgx1",) and size < 1:
-        raise UsageError(f"{name}: needs at least one device, got {size}")
-    return func(**kwargs)
+        raise UsageError(f"{name}: {size:,} devices exceed the limit of {MAX_GENERATED_DEVICES:,}")
+    if name in ("two-level", "random_blk_1", "random_blk_2", "uniform_dist"):  # complete
+        check_link_count(size * (size - 1) // 2, f"{name}: a complete topology of {size:,} devices")
+    return GENERATORS[name](**kwargs)
 
 
-def _planned_size(name: str, kwargs: dict[str, Any], sig: Any) -> int:
-    def get(key: str) -> int:
-        return int(kwargs.get(key, sig[key].default))
+def _parameter(name: str, key: str, raw: Any) -> Any:
+    """One parameter's value, checked against its range (module constants)."""
+    from dnnpart.devices.routing import ROUTING_RULES
 
+    if key == "routing":  # the one text parameter: the cluster's routing rule
+        if not isinstance(raw, str) or raw.strip() not in ROUTING_RULES:
+            raise UsageError(f"{name}: routing must be one of {list(ROUTING_RULES)}, "
+                             f"got {excerpt(raw)}")
+        return raw.strip()
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        raise UsageError(f"{name}: parameter {key} must be a number, got {excerpt(raw)}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name}: parameter {key}={excerpt(raw)} is not a number") from None
+    except OverflowError:
+        raise UsageError(f"{name}: parameter {key}={excerpt(raw)} is out of range") from None
+    if key in _INT_PARAMS:
+        low, high = _INT_PARAMS[key], _INT_MAX.get(key, MAX_GENERATED_DEVICES)
+        if not (value.is_integer() and low <= value <= high):
+            raise UsageError(f"{name}: parameter {key} must be an integer in [{low}, {high}], "
+                             f"got {excerpt(raw)}")
+        return int(raw) if isinstance(raw, int) else int(value)
+    if key in _LATENCY_PARAMS:
+        ok, what = math.isfinite(value) and value >= 0, "a finite number >= 0 (seconds)"
+    elif key in _MEMORY_PARAMS:
+        ok, what = not math.isnan(value) and value >= 0, "a number >= 0 (bytes; inf: unbounded)"
+    else:
+        ok, what = math.isfinite(value) and value > 0, "a finite number > 0 (bytes/s)"
+    if not ok:
+        raise UsageError(f"{name}: parameter {key} must be {what}, got {excerpt(raw)}")
+    return value
+
+
+def _planned_size(name: str, values: dict[str, Any]) -> int:
     if name == "two-level":
-        return get("nodes") * get("gpus")
+        return int(values["nodes"]) * int(values["gpus"])
     if name == "dgx1":
         return 8
     if name in ("mesh2d", "torus2d"):
-        return get("x") * get("y")
+        return int(values["x"]) * int(values["y"])
     if name in ("mesh3d", "torus3d"):
-        return get("x") * get("y") * get("z")
-    return get("n")
+        return int(values["x"]) * int(values["y"]) * int(values["z"])
+    return int(values["n"])
 
 
 def parse_generator_spec(spec: str) -> tuple[str, dict[str, str]]:

@@ -55,6 +55,40 @@ from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
 from dnnpart.limits import check_device_count, check_nesting, read_bounded
 
+#: Keys of a device entry, of a link entry and of the explicit form's top level.
+DEVICE_KEYS = frozenset({"name", "kind", "count", "memory_bytes", "speed", "host_link_scale",
+                         "group", "spec"})
+LINK_KEYS = frozenset({"a", "b", "bandwidth", "latency", "kind"})
+EXPLICIT_KEYS = frozenset({"devices", "bandwidth", "latency", "links", "routing", "name",
+                           "reference_bandwidth", "time_unit_s", "preset"})
+#: Longest cluster or device name, link kind (characters).
+MAX_NAME_CHARS = 200
+#: Values a YAML cluster file may gain by aliases (``*a`` repeating ``&a``'s value): an alias
+#: bomb of a few hundred bytes expands to billions.
+MAX_ALIAS_EXPANSION = 1_000_000
+
+
+def _excerpt(value: Any) -> str:
+    """A bounded rendering of a bad value (never expands a large container)."""
+    from dnnpart.devices.topology import excerpt
+
+    return excerpt(value)
+
+
+def _bounded_text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise FormatError(f"{where}: expected text, got {_excerpt(value)}")
+    if len(value) > MAX_NAME_CHARS:
+        raise FormatError(f"{where}: {len(value):,} characters, more than {MAX_NAME_CHARS}")
+    return value
+
+
+def _unknown_keys(entry: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = [k for k in entry if k not in allowed]
+    if unknown:
+        raise FormatError(f"{where}.{_excerpt(unknown[0])[:60]}: unknown field; expected "
+                          f"{', '.join(sorted(allowed))}")
+
 
 def _num(value: Any, where: str, *, minimum: float = 0.0, allow_inf: bool = False) -> float:
     if isinstance(value, str):
@@ -124,13 +158,16 @@ def _cluster(root: dict[str, Any], source: str) -> Cluster:
 def _explicit(root: dict[str, Any]) -> Cluster:
     if "devices" not in root:
         raise FormatError("devices: missing (give a device list or a preset)")
+    _unknown_keys(root, EXPLICIT_KEYS, "cluster")
+    name_text = _bounded_text(root.get("name", ""), "name")
     devices: list[Device] = []
     scales: list[float] = []
     groups: list[int] = []
     for i, entry in enumerate(f.require_list(root["devices"], "devices")):
         where = f"devices[{i}]"
         entry = f.require_mapping(entry, where)
-        name = f.text(entry.get("name"), f"{where}.name")
+        _unknown_keys(entry, DEVICE_KEYS, where)
+        name = _bounded_text(entry.get("name"), f"{where}.name")
         kind = entry.get("kind")
         if kind not in ("accelerator", "cpu"):
             raise FormatError(f"{where}.kind: expected 'accelerator' or 'cpu', got {f.describe(kind)}")
@@ -154,25 +191,30 @@ def _explicit(root: dict[str, Any]) -> Cluster:
     if d == 0:
         raise FormatError("devices: the cluster has no devices")
     links = _links(root, devices) if "links" in root else ()
+    if "links" in root and not links and d > 1 and "bandwidth" not in root:
+        raise FormatError(f"links: an empty list connects none of the {d} devices; list the "
+                          "links, or leave `links` out and give `bandwidth`")
     reference = root.get("reference_bandwidth")
     ref = None if reference is None else _num(reference, "reference_bandwidth")
+    from dnnpart.devices.routing import ROUTING_RULES
+
+    rule = root.get("routing", "widest")
+    if not isinstance(rule, str) or rule not in ROUTING_RULES:
+        raise FormatError(f"routing: expected one of {list(ROUTING_RULES)}, got {_excerpt(rule)}")
+    if "routing" in root and (not links or "bandwidth" in root):
+        raise FormatError("routing: applies to the matrices routed from `links`; give `links` "
+                          "without `bandwidth`, or leave `routing` out")
     if links and "bandwidth" not in root:
         from dnnpart.devices.topology import cluster_from_links
 
-        rule = str(root.get("routing", "widest"))
-        from dnnpart.devices.routing import ROUTING_RULES
-
-        if rule not in ROUTING_RULES:
-            raise FormatError(f"routing: expected one of {list(ROUTING_RULES)}, got {rule!r}")
         routed = cluster_from_links(devices, links, group=groups, reference_bandwidth=ref,
                                     routing=rule)
-        return dataclasses.replace(routed, host_link_scale=np.asarray(scales),
-                                   name=str(root.get("name", "")))
+        return dataclasses.replace(routed, host_link_scale=np.asarray(scales), name=name_text)
     bandwidth = _matrix(root, "bandwidth", d, math.inf)
     latency = _matrix(root, "latency", d, 0.0)
     return Cluster(devices=tuple(devices), host_link_scale=np.asarray(scales),
                    bandwidth=bandwidth, latency=latency, group=np.asarray(groups, dtype=np.int64),
-                   links=links, reference_bandwidth=ref, name=str(root.get("name", "")))
+                   links=links, reference_bandwidth=ref, name=name_text)
 
 
 def _matrix(root: dict[str, Any], key: str, d: int, fill: float) -> np.ndarray:
@@ -192,16 +234,22 @@ def _matrix(root: dict[str, Any], key: str, d: int, fill: float) -> np.ndarray:
 
 
 def _links(root: dict[str, Any], devices: list[Device]) -> tuple[Link, ...]:
+    from dnnpart.devices.topology import MAX_LINKS
+
     index = {dev.name: i for i, dev in enumerate(devices)}
     out: list[Link] = []
-    for k, entry in enumerate(f.require_list(root["links"], "links")):
+    entries = f.require_list(root["links"], "links")
+    if len(entries) > MAX_LINKS:
+        raise FormatError(f"links: {len(entries):,} links, more than the {MAX_LINKS:,} dnnpart routes")
+    for k, entry in enumerate(entries):
         where = f"links[{k}]"
         entry = f.require_mapping(entry, where)
+        _unknown_keys(entry, LINK_KEYS, where)
         ends = []
         for end in ("a", "b"):
-            name = f.text(entry.get(end), f"{where}.{end}")
+            name = _bounded_text(entry.get(end), f"{where}.{end}")
             if name not in index:
-                raise FormatError(f"{where}.{end}: unknown device {name!r}")
+                raise FormatError(f"{where}.{end}: unknown device {_excerpt(name)}")
             ends.append(index[name])
         if ends[0] == ends[1]:
             raise FormatError(
@@ -210,9 +258,8 @@ def _links(root: dict[str, Any], devices: list[Device]) -> tuple[Link, ...]:
         if bw <= 0:
             raise FormatError(f"{where}.bandwidth: expected a number > 0, got {bw}")
         lat = _num(entry.get("latency", 0.0), f"{where}.latency")
-        kind = entry.get("kind", "")
-        out.append(Link(a=ends[0], b=ends[1], bandwidth=bw, latency=lat,
-                        kind=kind if isinstance(kind, str) else ""))
+        kind = _bounded_text(entry.get("kind", ""), f"{where}.kind")
+        out.append(Link(a=ends[0], b=ends[1], bandwidth=bw, latency=lat, kind=kind))
     return tuple(out)
 
 
@@ -273,6 +320,7 @@ def read_cluster_data(path: str | Path) -> Any:
             text = raw.decode()
             check_nesting(text, str(p))
             data = yaml.safe_load(text)
+            check_alias_expansion(data, str(p))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise FormatError(f"{p}: invalid YAML ({f.one_line(str(exc))})") from None
         except RecursionError:
@@ -280,3 +328,43 @@ def read_cluster_data(path: str | Path) -> Any:
     else:
         data = f.read_json(p)
     return data
+
+
+def check_alias_expansion(data: Any, where: str, limit: int = MAX_ALIAS_EXPANSION) -> None:
+    """Refuse parsed YAML whose aliases make it more than ``limit`` values larger when
+    expanded (a YAML alias bomb), or that contains itself; linear in the distinct values.
+
+    Examples
+    --------
+    >>> bomb = ["x"] * 10
+    >>> for _ in range(8):
+    ...     bomb = [bomb] * 10
+    >>> check_alias_expansion(bomb, "c.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: c.yaml: YAML aliases expand it to more than ...
+    """
+    sizes: dict[int, int] = {}
+    distinct = 0
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (list, dict)):
+            continue
+        key = id(node)
+        children = list(node.values()) + list(node) if isinstance(node, dict) else node
+        if done:
+            sizes[key] = 1 + sum(sizes.get(id(c), 1) for c in children)
+            continue
+        if key in sizes:
+            if sizes[key] < 0:
+                raise FormatError(f"{where}: a YAML value contains itself (an alias to an enclosing value)")
+            continue
+        sizes[key] = -1  # in progress
+        distinct += 1
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if isinstance(c, (list, dict)))
+    total = sizes.get(id(data), 1)
+    if total > distinct + limit and total > 2 * distinct:
+        raise FormatError(f"{where}: YAML aliases expand it to more than {limit:,} extra values "
+                          f"({total:,}); write the values out")

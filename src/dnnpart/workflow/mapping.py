@@ -46,6 +46,27 @@ class StageMapping:
         return self.device_of is not None
 
 
+def _routed(spec: str, time_limit: float | None) -> tuple[Cluster, float]:
+    """``--cluster SPEC`` resolved (and routed) under the time limit and Ctrl-C: the routing
+    of a large topology stops like a search (exit 1 at the limit, 130 on Ctrl-C)."""
+    import time
+
+    from dnnpart import interrupt
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.errors import ProblemTooLargeError
+
+    start = time.monotonic()
+    try:
+        with interrupt.guard(time_limit):
+            devices = resolve_cluster(spec).cluster
+    except interrupt.Stopped:  # the backstop, in code between the routing's own checks
+        if interrupt.stop_reason() == interrupt.TIME_LIMIT:
+            raise ProblemTooLargeError("--cluster: building the topology did not end within "
+                                       "the time limit") from None
+        raise KeyboardInterrupt from None
+    return devices, time.monotonic() - start
+
+
 def map_stage_graph(
     stages: PipelineStages | str | Path,
     cluster: Cluster | str,
@@ -75,7 +96,6 @@ def map_stage_graph(
     >>> m.payload["status"], len(m.payload["rings"])
     ('optimal', 2)
     """
-    from dnnpart.cost import resolve_cluster
     from dnnpart.io.stages_file import read_stages
     from dnnpart.pricing.stages import max_stage_time
     from dnnpart.solvers.parmesan import Topology, map_stages
@@ -83,7 +103,9 @@ def map_stage_graph(
     from dnnpart.solvers.parmesan.cost import Instantiation, choose_instantiation
 
     graph = stages if isinstance(stages, PipelineStages) else read_stages(stages)
-    devices = cluster if isinstance(cluster, Cluster) else resolve_cluster(cluster).cluster
+    devices, spent = (cluster, 0.0) if isinstance(cluster, Cluster) else _routed(cluster, time_limit)
+    if time_limit is not None:  # routing spent some of it
+        time_limit = max(1e-3, time_limit - spent)
     topo = Topology.from_cluster(devices)
     if topo.n_devices != graph.n_devices:
         raise UsageError(f"--cluster: the stage graph needs S * R = {graph.n_stages} * "
