@@ -51,8 +51,8 @@ class Device:
         if not (math.isfinite(self.speed) and self.speed > 0):
             raise UsageError(f"device {self.name}: speed must be a finite number > 0, got {self.speed}")
         if self.spec is not None and self.spec.kind != self.kind:
-            raise UsageError(f"device {self.name}: a {self.kind} cannot be priced by the "
-                             f"{self.spec.kind} spec {self.spec.name!r}")
+            raise UsageError(f"device {self.name}: a device of kind {self.kind} cannot be "
+                             f"priced by the {self.spec.kind} spec {self.spec.name!r}")
 
     @property
     def is_accelerator(self) -> bool:
