@@ -105,7 +105,8 @@ WRITERS: dict[tuple[str, str, str], Writer] = {
 }
 
 
-def _subparsers(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def _subparsers(parser: argparse.ArgumentParser,
+                prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
@@ -306,7 +307,7 @@ def test_sockets_block_devices_and_missing_folders_are_refused(tmp_path: Path) -
     sock_path = tmp_path / "s"
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(sock_path))
-        with pytest.raises(OutputError, match="--trace .*is a socket"):
+        with pytest.raises(OutputError, match=r"--trace .*is a socket"):
             check_output(sock_path, option="--trace")
     with pytest.raises(OutputError, match="does not exist"):
         check_output(tmp_path / "nowhere" / "x.json")

@@ -151,11 +151,11 @@ def check_output(path: str | os.PathLike[str], *, option: str = "--out",
 def _check_folder(text: str, option: str) -> OutputTarget:
     p = Path(text)
     if is_stdout(text) or _FD_PATH.match(text) or text in _STD_PATHS:
-        raise OutputError(f"{option} {text}: this output is a folder; name one")
+        raise OutputError(f"{option} {text}: this output writes a folder; name one")
     if p.is_dir():
         return OutputTarget(text, "atomic", real=p)
     if p.exists() or p.is_symlink():
-        raise OutputError(f"{option} {text}: exists and is not a folder; this output is a folder")
+        raise OutputError(f"{option} {text}: exists and is not a folder; this output writes a folder")
     parent = Path(os.path.realpath(p)).parent
     if not parent.is_dir():
         raise OutputError(f"{option} {text}: folder {parent} does not exist")
@@ -305,5 +305,5 @@ def _errors_named(name: str) -> Iterator[None]:
 
 
 def _named(name: str, exc: OSError) -> OutputError:
-    reason = exc.strerror or type(exc).__name__
+    reason = exc.strerror or str(exc) or type(exc).__name__
     return OutputError(f"cannot write {name}: {reason}")
