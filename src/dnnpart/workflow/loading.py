@@ -58,7 +58,7 @@ def checked_block(block: Mapping[str, Any], path: str | Path, *,
     >>> checked_block({"spec": "builtin:bert"}, "p.json")
     {'spec': 'builtin:bert'}
     """
-    _check_fields(block, path)
+    check_model_fields(block, path)
     files = block.get("files")
     if files is None:
         return dict(block)
@@ -80,7 +80,7 @@ _TEXT_FIELDS = ("input_dtype", "config", "optimizer", "specs", "cluster", "preci
 GRANULARITIES = ("op", "module", "block")
 
 
-def _check_fields(block: Mapping[str, Any], path: str | Path) -> None:
+def check_model_fields(block: Mapping[str, Any], path: str | Path) -> None:
     """Types of a plan's model block, checked before any of them is used (a plan file is
     untrusted input: one ``error:`` naming the field, never an internal error)."""
     from dnnpart.io import fields as f
