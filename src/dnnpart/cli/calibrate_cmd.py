@@ -10,7 +10,7 @@ import argparse
 import math
 from typing import Any
 
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
@@ -34,7 +34,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_calibrate(args: argparse.Namespace, out: Renderer) -> int:
-    from dnnpart.limits import check_output_path
+    from pathlib import Path
+
     from dnnpart.workflow.calibrating import (
         calibrate,
         check_options,
@@ -43,7 +44,8 @@ def cmd_calibrate(args: argparse.Namespace, out: Renderer) -> int:
     )
     from dnnpart.workflow.phases import phase
 
-    target = check_output_path(args.out)
+    check_outputs(out, {"--out": args.out})
+    target = Path(args.out)
     check_options(args.device, args.threads)
     with command_progress(out, "calibrate") as progress:
         cal = calibrate(name=machine_name(target), device=args.device, threads=args.threads,

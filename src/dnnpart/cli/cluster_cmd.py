@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.render import Renderer, fmt_bytes
 
 
@@ -66,8 +66,9 @@ def cmd_cluster(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.cost import resolve_cluster
     from dnnpart.workflow.summary import cluster_summary
 
+    check_outputs(out, {"--plot": args.plot})
     c = resolve_cluster(args.spec).cluster
-    if args.plot:
+    if args.plot is not None:
         from dnnpart.viz.cluster import plot_bandwidth
 
         plot_bandwidth(c, args.plot)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from dnnpart.cli.args import add_trust_args
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
@@ -48,7 +48,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_export(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import export_plan
+    from dnnpart.workflow.exporting import FOLDER_FORMATS
 
+    given = {"--out": args.out}
+    if args.format in FOLDER_FORMATS:
+        check_outputs(out, folders=given)
+    else:
+        check_outputs(out, given)
     with command_progress(out, "export") as progress:
         written = export_plan(args.plan, args.format, args.out, model=args.model,
                               trust=args.trust_plan, graph=args.graph, cluster=args.cluster,

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from dnnpart.cli.args import add_model_args, input_shapes, model_inputs
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, print_model_summary
 
@@ -28,11 +28,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_import(args: argparse.Namespace, out: Renderer) -> int:
-    from dnnpart.limits import check_output_path
+    from pathlib import Path
+
     from dnnpart.workflow import import_model
     from dnnpart.workflow.phases import phase
 
-    target = check_output_path(args.out)
+    check_outputs(out, {"--out": args.out})
+    target = Path(args.out)
     with command_progress(out, "import") as progress:
         model = import_model(
             args.model, cluster=args.cluster, specs=args.specs, training=args.training,

@@ -14,7 +14,7 @@ from dnnpart.cli.args import (
     objective_from_args,
     solve_options,
 )
-from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import (
     Renderer,
@@ -51,7 +51,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.evaluate.diagnose import why_infeasible
-    from dnnpart.limits import check_output_path
     from dnnpart.plan import Status
     from dnnpart.solvers import get_method
     from dnnpart.workflow import plan_model, write_report
@@ -67,8 +66,7 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     get_method(method)  # fail fast on an unknown method
     options, deterministic = solve_options(args, method)  # typed by its schema, before any work
     compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
-    if args.out is not None:
-        check_output_path(args.out)
+    check_outputs(out, {"--out": args.out, "--report": args.report})
     with command_progress(out, "plan") as progress:
         planned = plan_model(
             args.model, cluster=args.cluster, objective=objective, training=args.training,

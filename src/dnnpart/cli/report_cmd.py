@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer
 
@@ -31,6 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import write_report
 
+    check_outputs(out, {"--out": args.out})
     with command_progress(out, "report") as progress:
         written = write_report(args.plan, args.out, schedule=args.schedule,
                                microbatches=args.microbatches, model=args.model,

@@ -80,6 +80,9 @@ def cmd_reproduce(args: argparse.Namespace, out: Any) -> int:
     """Run ``dnnpart reproduce``; progress lines go to stderr through ``out.note``."""
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    from dnnpart.cli.output import check_outputs
+
+    check_outputs(out, folders={"--out": args.out})  # a folder, before hours of work
     if args.paper == "optcnn2018":
         return _reproduce_optcnn2018(args, out)
     if args.paper == "pardnn2021":

@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from dnnpart.cli.args import add_problem_args, add_trust_args, model_options, objective_from_args
-from dnnpart.cli.output import EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_OK, check_outputs, dumps
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import Renderer, fmt, fmt_bytes
 
@@ -65,6 +65,7 @@ def cmd_simulate(args: argparse.Namespace, out: Renderer) -> int:
 
     if args.microbatches is not None and args.microbatches < 1:
         raise FormatError(f"--microbatches {args.microbatches}: expected an integer >= 1")
+    check_outputs(out, {"--trace": args.trace})
     settings: dict[str, Any] = {
         "level": args.level, "schedule": args.schedule, "microbatches": args.microbatches,
         "contention": args.contention, "sync": args.sync, "trace": args.trace}

@@ -13,7 +13,7 @@ from dnnpart.cli.args import (
     objective_from_args,
     solve_options,
 )
-from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
+from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, check_outputs, dumps
 from dnnpart.cli.render import Renderer, fmt, print_plan, report_stop, safe
 
 
@@ -34,7 +34,6 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.evaluate import evaluate
     from dnnpart.evaluate.diagnose import why_infeasible
     from dnnpart.io import plan_to_dict
-    from dnnpart.limits import check_output_path
     from dnnpart.plan import Status
     from dnnpart.solvers import get_method, solve
     from dnnpart.workflow import load_problem, write_solved_plan
@@ -44,8 +43,7 @@ def cmd_solve(args: argparse.Namespace, out: Renderer) -> int:
     args.method = args.method or DEFAULT_METHODS[objective.kind]
     get_method(args.method)  # fail fast on an unknown name, before any work
     options, deterministic = solve_options(args, args.method)
-    if args.out is not None:
-        check_output_path(args.out)
+    check_outputs(out, {"--out": args.out})
     problem = load_problem(args.graph, cluster=args.cluster or None,
                            objective=objective, model=model_options(args))
     progress = out.progress(args.method)

@@ -99,6 +99,7 @@ def write_deepspeed(folder: Path, program: StagedProgram, carry: Sequence[tuple[
     """Write the export (see the module docstring) into ``folder``; returns ``launch.json``'s
     content plus ``stages`` and ``tied``."""
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.output_files import open_output, write_output
 
     torch = require("torch", extra="torch", caller="dnnpart export --format deepspeed")
     folder.mkdir(parents=True, exist_ok=True)
@@ -108,15 +109,16 @@ def write_deepspeed(folder: Path, program: StagedProgram, carry: Sequence[tuple[
     for k in range(n):
         own = dataclasses.replace(program, stages=tuple(
             s if s.index == k else dataclasses.replace(s, module=None) for s in program.stages))
-        torch.save({"program": own, "carry": list(carry), "stage": k, "n_stages": n,
-                    "tied": {t: {str(s): a for s, a in held.items()} for t, held in tied.items()}},
-                   folder / f"stage{k}.pt")
+        with open_output(folder / f"stage{k}.pt", binary=True) as fh:
+            torch.save({"program": own, "carry": list(carry), "stage": k, "n_stages": n,
+                        "tied": {t: {str(s): a for s, a in held.items()} for t, held in tied.items()}},
+                       fh)
     write_json_atomic(config, folder / "ds_config.json")
     info = {**launch, "model": model, "deepspeed": DS_VERSION, "num_stages": n,
             "partition_method": "uniform", "parts": list(range(n + 1)),
             "tied_parameters": {t: sorted(held) for t, held in tied.items()}}
     write_json_atomic(info, folder / "launch.json")
-    (folder / "pipeline_module.py").write_text(_module_text(model, n, launch))
+    write_output(_module_text(model, n, launch), folder / "pipeline_module.py")
     return info
 
 

@@ -29,6 +29,7 @@ def write_stage_files(program: StagedProgram, device_names: Sequence[str], folde
     """
     from dnnpart._optional import require
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.output_files import open_output, write_output
 
     torch = require("torch", extra="torch", caller="dnnpart export --format torch")
     target = Path(folder)
@@ -36,8 +37,9 @@ def write_stage_files(program: StagedProgram, device_names: Sequence[str], folde
     manifest = []
     for stage in program.stages:
         stem = f"stage{stage.index}_{device_names[stage.device]}"
-        (target / f"{stem}.py").write_text(stage.module.code)
-        torch.save(stage.module, target / f"{stem}.pt")
+        write_output(stage.module.code, target / f"{stem}.py")
+        with open_output(target / f"{stem}.pt", binary=True) as fh:
+            torch.save(stage.module, fh)
         manifest.append(
             {
                 "index": stage.index,

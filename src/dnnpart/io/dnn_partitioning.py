@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ from dnnpart.graph.core import (
     build_graph,
 )
 from dnnpart.io import fields as f
-from dnnpart.limits import check_device_count, check_output_path
+from dnnpart.limits import check_device_count
 from dnnpart.problem import Objective, Problem
 
 CLUSTER_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
@@ -322,26 +320,18 @@ def write_problem(problem: Problem, path: str | Path) -> None:
     write_json_atomic(problem_to_dict(problem), path)
 
 
-def write_json_atomic(data: Any, path: str | Path) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it into place."""
+def write_json_atomic(data: Any, path: str | Path, *, option: str = "--out") -> None:
+    """Write JSON to ``path`` through the one output writer (:mod:`dnnpart.io.output_files`:
+    atomic for a file, in place for a device or FIFO, ``-`` for standard output)."""
     # json.dumps without indent uses the C encoder (json.dump never does): ~10x faster
-    write_text_atomic(json.dumps(data) + "\n", path)
+    write_text_atomic(json.dumps(data) + "\n", path, option=option)
 
 
-def write_text_atomic(text: str, path: str | Path) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place."""
-    target = check_output_path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
-    except OSError as exc:
-        raise FormatError(f"{target}: cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_text_atomic(text: str, path: str | Path, *, option: str = "--out") -> None:
+    """Write ``text`` to ``path`` through :func:`dnnpart.io.output_files.write_output`."""
+    from dnnpart.io.output_files import write_output
+
+    write_output(text, path, option=option)
 
 
 #: Device-kind names a JSON ``pin`` may name (the Graph's default columns).

@@ -58,7 +58,6 @@ from __future__ import annotations
 import io
 import itertools
 import os
-import secrets
 import zipfile
 import zlib
 from pathlib import Path
@@ -117,9 +116,10 @@ _READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, K
 def save_graph(graph: Graph, path: str | os.PathLike[str], *, compress: bool = False) -> None:
     """Write ``graph`` to ``path`` in the native format, atomically.
 
-    The archive is written to a temporary file in the same directory and moved over ``path``
-    with :func:`os.replace`, so ``path`` is either the old file or the complete new one, never
-    a half-written file, even if writing fails or the process dies.
+    The archive goes through the one output writer (:mod:`dnnpart.io.output_files`): to a
+    temporary file in the same directory moved over ``path``, so ``path`` is either the old
+    file or the complete new one, never a half-written file, even if writing fails or the
+    process dies; a character device or FIFO is written in place.
 
     Parameters
     ----------
@@ -172,21 +172,13 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], *, compress: bool = F
                 getattr(attrs, name)
             )
 
-    # A unique name created with O_EXCL cannot collide with a concurrent writer, and os.open's
-    # mode (filtered by the umask) gives the final file ordinary permissions, unlike mkstemp's
-    # 0600.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # A file object, not a path: np.savez would append ".npz" to a path.
-            (np.savez_compressed if compress else np.savez)(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from dnnpart.io.output_files import open_output
+
+    # the one output writer: atomic for a file (the old one or the complete new one, even if
+    # writing fails or the process dies), in place for a device or FIFO
+    with open_output(path, binary=True) as fh:
+        # A file object, not a path: np.savez would append ".npz" to a path.
+        (np.savez_compressed if compress else np.savez)(fh, **arrays)
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:

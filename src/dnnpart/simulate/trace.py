@@ -66,4 +66,6 @@ def chrome_trace(timeline: Timeline, *, n_devices: int | None = None) -> dict[st
 
 def write_chrome_trace(timeline: Timeline, path: str | Path) -> None:
     """Write :func:`chrome_trace` as JSON to ``path``."""
-    Path(path).write_text(json.dumps(chrome_trace(timeline)))
+    from dnnpart.io.output_files import write_output  # a device, FIFO or "-" in place
+
+    write_output(json.dumps(chrome_trace(timeline)), path, option="--trace")

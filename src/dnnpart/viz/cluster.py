@@ -35,5 +35,10 @@ def plot_bandwidth(cluster: Cluster, path: str | Path) -> None:
     ax.set_xlabel("device")
     ax.set_ylabel("device")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    from dnnpart.io.output_files import open_output
+
+    # the one writer (a device or FIFO in place); the format from the suffix, else PNG
+    suffix = Path(path).suffix.lower().lstrip(".")
+    with open_output(path, option="--plot", binary=True) as fh:
+        fig.savefig(fh, dpi=100, format=suffix if suffix in fig.canvas.get_supported_filetypes() else "png")
     plt.close(fig)

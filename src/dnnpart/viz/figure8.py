@@ -59,7 +59,10 @@ def plot_figure8(panels: list[Figure8Panel], stem: str | Path) -> list[Path]:
                frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0], dpi=110)
-    fig.savefig(paths[1])
+    from dnnpart.io.output_files import open_output  # the one writer
+
+    for path, fmt in zip(paths, ("png", "svg"), strict=True):
+        with open_output(path, binary=True) as fh:
+            fig.savefig(fh, format=fmt, **({"dpi": 110} if fmt == "png" else {}))
     plt.close(fig)
     return paths

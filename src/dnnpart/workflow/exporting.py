@@ -37,6 +37,8 @@ EXPORT_FORMATS = ("torch", "placement", "pipelining", "deepspeed", "megatron", "
                   "placement-text")
 #: Formats for layer-list runtimes (:mod:`dnnpart.workflow.runtime_exports`).
 LAYER_FORMATS = ("deepspeed", "megatron", "torchtitan")
+#: Formats written as a folder (the others write one file, or ``-``: standard output).
+FOLDER_FORMATS = ("torch", "pipelining", "deepspeed", "torchtitan")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +103,9 @@ def export_plan(
     """
     if format not in EXPORT_FORMATS:
         raise FormatError(f"--format {format!r}: expected one of {', '.join(EXPORT_FORMATS)}")
+    from dnnpart.io.output_files import check_output
+
+    check_output(out, option="--out", directory=format in FOLDER_FORMATS)  # before any work
     if format == "placement-text":
         return _placement_text(plan, Path(out), model=model, trust=trust, graph=graph,
                                cluster=cluster, progress=progress)
@@ -155,16 +160,15 @@ def _write_pipelining(planned: PlannedModel, target: Path, where: str, *, source
     where every stage starts at a module, else the script runs dnnpart's stage modules.
     """
     import importlib.resources
-    import shutil
 
     from dnnpart.export.pipelining import launch_command, launch_dict, readme_text, split_points
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.output_files import check_output, write_output
     from dnnpart.workflow.running import pipeline_program, planned_microbatches, planned_schedule
 
     run, imported = planned.runnable, planned.imported
     assert run is not None and imported is not None
-    if target.exists() and not target.is_dir():
-        raise FormatError(f"-o {target}: --format pipelining writes a folder; {target} is a file")
+    check_output(target, option="--out", directory=True)  # a folder: never a file's place
     program, _ = pipeline_program(planned, where)
     stages: list[dict[str, Any]] = [{"device": s.device, "first_operator": s.nodes[0] if s.nodes else None,
                                      "n_operators": len(s.nodes)} for s in program.stages]
@@ -193,13 +197,15 @@ def _write_pipelining(planned: PlannedModel, target: Path, where: str, *, source
     launch["command"] = launch_command(launch)
     target.mkdir(parents=True, exist_ok=True)
     if source is not None:
-        shutil.copyfile(source, target / "plan.json")
+        from dnnpart.limits import read_bounded
+
+        write_output(read_bounded(source, what="plan file"), target / "plan.json")
     else:
         planned.write(target / "plan.json")
     write_json_atomic(launch, target / "launch.json")
     script = importlib.resources.files("dnnpart.workflow").joinpath("run_pipeline.py").read_text()
-    (target / "run_pipeline.py").write_text(script)
-    (target / "README.md").write_text(readme_text(launch))
+    write_output(script, target / "run_pipeline.py")
+    write_output(readme_text(launch), target / "README.md")
     return {"stages": len(stages), "split_spec": list(launch["split_spec"]),
             "devices": [r["device"] for r in launch["stages"]],
             "cuda_visible_devices": launch["cuda_visible_devices"], "command": launch["command"]}
@@ -263,9 +269,8 @@ def _placement_text(plan: PlannedModel | str | Path, target: Path, *, model: str
 
 def _write_lines(problem: Problem, plan: Plan, target: Path) -> ExportResult:
     from dnnpart.export.placement import placement_lines
+    from dnnpart.io.output_files import write_output
 
     lines = placement_lines(problem, plan)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines))
-    tmp.replace(target)
+    write_output("".join(line + "\n" for line in lines), target)
     return ExportResult(format="placement-text", out=target, details={"nodes": len(lines)})

@@ -6,9 +6,10 @@ against it. :func:`load_plan` also reads plans of graph problems (``dnnpart solv
 whose graph the file names.
 
 A plan file is data: a model spec that would import and run code (``module:...``) is refused
-unless the caller names the model (``model=``) or trusts the file (``trust=True``); see
-:func:`plan_model_spec`. Files the plan names are found by absolute path (or beside the plan)
-and refused when their hash changed (:mod:`dnnpart.io.file_refs`).
+unless the caller names the model (``model=``) or trusts the file (``trust=True``); every spec
+a plan names (``model.spec``, ``graph.spec``) passes the one gate,
+:func:`~dnnpart.workflow.file_specs.gated_spec`. Files the plan names are found by absolute
+path (or beside the plan) and refused when their hash changed (:mod:`dnnpart.io.file_refs`).
 """
 
 from __future__ import annotations
@@ -20,19 +21,15 @@ from typing import Any
 
 from dnnpart.errors import FormatError
 from dnnpart.problem import STAGES, Objective, Problem
+from dnnpart.workflow.file_specs import gated_spec
 from dnnpart.workflow.importing import DEFAULT_CLUSTER, priced_cluster
 from dnnpart.workflow.planned import FILE_FIELDS, PlannedModel, RunnableModel
-
-#: Model specs a plan file may name and have followed: built-in, torchvision and hf: models
-#: (no remote code) and ONNX files are data. Anything else (``module:`` imports and calls the
-#: user's code; kinds added later are refused until listed here) needs ``model=``
-#: (``--model SPEC``) or ``trust=True`` (``--trust-plan``).
-SAFE_SPECS = ("builtin:", "torchvision:", "hf:")  # hf: never sets trust_remote_code
 
 
 def plan_model_spec(block: Mapping[str, Any], path: str | Path, *, model: str | None,
                     trust: bool) -> str:
-    """The model spec to resolve for a plan: ``model`` if given, else the plan's own.
+    """The model spec to resolve for a plan: ``model`` if given, else the plan's own, through
+    the one gate for specs from files (:func:`~dnnpart.workflow.file_specs.gated_spec`).
 
     A plan file is data: its spec is refused when it would import and run code, unless
     ``trust`` (``--trust-plan``).
@@ -47,22 +44,7 @@ def plan_model_spec(block: Mapping[str, Any], path: str | Path, *, model: str | 
     >>> plan_model_spec({"spec": "builtin:bert"}, "p.json", model=None, trust=False)
     'builtin:bert'
     """
-    if model is not None:
-        return model
-    spec = block.get("spec")
-    if not isinstance(spec, str):
-        raise FormatError(f"{path}: model.spec: expected a string, got {type(spec).__name__}")
-    text = spec.strip()
-    if text.startswith("live:"):
-        raise FormatError(f"{path}: model.spec: {text!r} was a live module given to plan_model; a "
-                          "file cannot rebuild it -- pass --model SPEC naming the same model, or run "
-                          "and apply the plan from the Python process that made it")
-    safe = text.startswith(SAFE_SPECS) or (text.lower().endswith(".onnx")
-                                            and ":" not in text.split("/")[-1])
-    if not safe and not trust:
-        raise FormatError(f"{path}: model.spec: {spec[:80]!r} would import and run code; name the "
-                          "model yourself (--model SPEC) or pass --trust-plan")
-    return spec
+    return gated_spec(block.get("spec"), path, "model.spec", model=model, trust=trust)
 
 
 def checked_block(block: Mapping[str, Any], path: str | Path, *,
@@ -76,6 +58,7 @@ def checked_block(block: Mapping[str, Any], path: str | Path, *,
     >>> checked_block({"spec": "builtin:bert"}, "p.json")
     {'spec': 'builtin:bert'}
     """
+    check_model_fields(block, path)
     files = block.get("files")
     if files is None:
         return dict(block)
@@ -88,6 +71,38 @@ def checked_block(block: Mapping[str, Any], path: str | Path, *,
         if key in files and not (key == "spec" and model is not None):
             out[key] = str(resolve_ref(files[key], f"model.{key}", path))
     return out
+
+
+#: Text fields of a plan's model block, each a string or null where given.
+_TEXT_FIELDS = ("input_dtype", "config", "optimizer", "specs", "cluster", "precision", "frontend",
+                "schedule", "objective", "training_form", "granularity")
+#: The granularities a plan can have been made at (``--granularity``).
+GRANULARITIES = ("op", "module", "block")
+
+
+def check_model_fields(block: Mapping[str, Any], path: str | Path) -> None:
+    """Types of a plan's model block, checked before any of them is used (a plan file is
+    untrusted input: one ``error:`` naming the field, never an internal error)."""
+    from dnnpart.io import fields as f
+
+    for key in _TEXT_FIELDS:
+        if block.get(key) is not None:
+            f.text(block[key], f"{path}: model.{key}")
+    if block.get("granularity") is not None and block["granularity"] not in GRANULARITIES:
+        raise FormatError(f"{path}: model.granularity: expected one of {', '.join(GRANULARITIES)}, "
+                          f"got {f.describe(block['granularity'])}")
+    if block.get("training") is not None:
+        f.flag(block["training"], f"{path}: model.training")
+    if block.get("microbatches") is not None:
+        f.integer(block["microbatches"], f"{path}: model.microbatches", minimum=1)
+    shapes = block.get("input_shapes")
+    if shapes is not None:
+        for i, shape in enumerate(f.require_list(shapes, f"{path}: model.input_shapes")):
+            where = f"{path}: model.input_shapes[{i}]"
+            if not f.require_list(shape, where):
+                raise FormatError(f"{where}: expected positive integers like [1, 3, 224, 224], got []")
+            for k, d in enumerate(shape):
+                f.integer(d, f"{where}[{k}]", minimum=1)
 
 
 def plan_objective(block: Mapping[str, Any], path: str | Path) -> Objective:
@@ -289,7 +304,7 @@ def load_plan(path: str | Path, *, model: str | None = None, trust: bool = False
 
     data = f.require_mapping(f.read_json(path), str(path))
     if model_block_of(data, path) is None and "graph" in data:
-        problem, plan = solved_problem(str(path), data)
+        problem, plan = solved_problem(str(path), data, model=model, trust=trust)
         return PlannedModel(problem=problem, plan=plan, evaluation=evaluate(problem, plan),
                             comparison=tuple(comparison_from_file(data)), file_data=data)
     return planned_model_from_dict(data, path, model=model, trust=trust, runnable=False)

@@ -88,7 +88,9 @@ def write_report(
             problem=planned.problem, plan=planned.require_plan(), imported=planned.imported,
             meta=meta, schedule=schedule or str(stored.get("schedule") or "1f1b"),
             microbatches=micro, comparison=list(planned.comparison), measured=measured))
-        Path(out).write_text(text, encoding="utf-8")
+        from dnnpart.io.output_files import write_output
+
+        write_output(text, out)
     return ReportResult(path=out, chars=len(text))
 
 

@@ -120,6 +120,7 @@ def _torchtitan(stages: UnitStages, launch: dict[str, Any], target: Path, spec: 
         validate_with_torchtitan,
     )
     from dnnpart.io.dnn_partitioning import write_json_atomic
+    from dnnpart.io.output_files import write_output
 
     family = family_of(spec)
     fqns = module_fqns(stages)
@@ -137,8 +138,10 @@ def _torchtitan(stages: UnitStages, launch: dict[str, Any], target: Path, spec: 
     n_layers = stages.units.kinds.count("block")
     target.mkdir(parents=True, exist_ok=True)
     script = target / "run_torchtitan.sh"
-    script.write_text(script_text(model=spec, family=family, args=args, n_layers=n_layers, launch=launch))
-    script.chmod(0o755)
+    write_output(script_text(model=spec, family=family, args=args, n_layers=n_layers, launch=launch),
+                 script)
+    if script.is_file():  # not a device or FIFO left at that name
+        script.chmod(0o755)
     write_json_atomic({**launch, "model": spec, "torchtitan": TORCHTITAN_VERSION,
                        "module": family[0], "config": family[1], "n_layers": n_layers,
                        "settings": expected, "args": args, "validated_with": validated},

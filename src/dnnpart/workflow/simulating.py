@@ -159,7 +159,7 @@ def simulate_plan(
                    "peak_memory_bytes": dict(zip(names, result.peak_memory.tolist(), strict=True)),
                    "transfers": int(result.transfers[0].shape[0])}
         timeline = result.timeline()
-    if trace:
+    if trace is not None:  # an empty path is refused by the writer, not ignored
         simulate.write_chrome_trace(timeline, trace)
         summary["trace"] = trace
     return Simulation(level=level, summary=summary, result=result, schedule=schedule,
@@ -195,7 +195,7 @@ def _replay(problem: Problem, plan: Plan, sync: str,
     summary: dict[str, Any] = {"level": "layerwise", "sync": sync, "replay_s": r.makespan,
                                "t_o_s": r.additive, "ratio": r.ratio,
                                "bytes_per_step": r.moved_bytes, "tasks": len(r.timeline)}
-    if trace:
+    if trace is not None:  # an empty path is refused by the writer, not ignored
         write_chrome_trace(r.timeline, trace)
         summary["trace"] = trace
     return r, summary

@@ -50,15 +50,23 @@ def write_solved_plan(problem: Problem, result: SolveResult, path: str | Path, g
     write_json_atomic(solved_plan_dict(problem, result, graph), path)
 
 
-def solved_problem(path: str | Path, data: dict[str, Any]) -> tuple[Problem, Plan]:
+def solved_problem(path: str | Path, data: dict[str, Any], *, model: str | None = None,
+                   trust: bool = False) -> tuple[Problem, Plan]:
     """The problem and plan of a ``solve -o`` plan file (``data``: its JSON), from the graph
-    and objective it names and the cluster it stores."""
+    and objective it names and the cluster it stores.
+
+    The graph's spec passes the gate of specs from files
+    (:func:`~dnnpart.workflow.file_specs.gated_spec`: ``model``, ``trust`` as there)."""
     from dnnpart.io.file_refs import resolve_ref
     from dnnpart.io.plan_files import parse_plan
+    from dnnpart.workflow.file_specs import gated_spec
 
     ref = data.get("graph")
-    graph = ref["spec"] if isinstance(ref, dict) and isinstance(ref.get("spec"), str) \
-        else str(resolve_ref(ref, "graph", path))
+    if isinstance(ref, dict) and "spec" in ref:
+        graph = gated_spec(ref["spec"], path, "graph.spec", model=model, trust=trust)
+    else:
+        found = None if model is not None else str(resolve_ref(ref, "graph", path))
+        graph = gated_spec(found, path, "graph.path", model=model, trust=trust)
     fields = data.get("objective_spec")
     try:
         objective = Objective(**{k: v for k, v in fields.items()
