@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import reprlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,9 +18,39 @@ MISSING: Any = object()
 _INT64_MAX = 2**63 - 1
 
 
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()
+    short.maxlevel, short.maxdict, short.maxlist, short.maxtuple = 2, 3, 4, 4
+    short.maxset = short.maxfrozenset = short.maxdeque = short.maxarray = 4
+    short.maxstring = short.maxother = short.maxlong = 40
+    return short
+
+
+_SHORT = _short_repr()
+#: Integers longer than this many bits are described by their size (``repr`` of one is
+#: quadratic, and refused past 4,300 digits).
+_DESCRIBED_BITS = 256
+
+
 def describe(value: Any) -> str:
-    """Short rendering of a bad value for an error message."""
-    text = json.dumps(value) if isinstance(value, (str, bool, type(None))) else repr(value)
+    """Short rendering of a bad value for an error message, in time and memory bounded by
+    the rendering, not by the value (a YAML alias bomb, a million-digit number).
+
+    Examples
+    --------
+    >>> describe("x" * 100)
+    '"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'
+    >>> describe(10**1000)
+    'an integer of 3322 bits'
+    """
+    if isinstance(value, bool) or value is None:
+        text = json.dumps(value)
+    elif isinstance(value, str):
+        text = json.dumps(value[:41])
+    elif isinstance(value, int) and value.bit_length() > _DESCRIBED_BITS:
+        return f"an integer of {value.bit_length()} bits"
+    else:
+        text = _SHORT.repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

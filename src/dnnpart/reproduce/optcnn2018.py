@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dnnpart.io.output_files import write_output
 from dnnpart.layerwise.configs import format_config
 from dnnpart.layerwise.hardware import P100, paper_bandwidth
 from dnnpart.layerwise.models import build_model
@@ -396,7 +397,7 @@ def reproduce_optcnn2018(out_dir: str | Path, *, quick: bool = False, dfs_budget
     }
     files = []
     for name, lines in sections.items():
-        (out / name).write_text("\n".join(lines) + "\n")
+        write_output("\n".join(lines) + "\n", (out / name))
         files.append(out / name)
     checks = [*c3, *c5, *cg]
     if figure and _figure(cells, out / "figure7_8.png"):
@@ -404,6 +405,6 @@ def reproduce_optcnn2018(out_dir: str | Path, *, quick: bool = False, dfs_budget
     report = ["# Paper 3 (OptCNN) reproduced under our cost model", "",
               *(line for lines in sections.values() for line in (*lines, "")),
               "## Checks", "", *(f"* {c}" for c in checks)]
-    (out / "report.md").write_text("\n".join(report) + "\n")
+    write_output("\n".join(report) + "\n", (out / "report.md"))
     files.append(out / "report.md")
     return OptcnnReport(files=files, checks=checks, wall_time_s=time.perf_counter() - started)

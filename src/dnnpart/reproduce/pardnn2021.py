@@ -59,6 +59,7 @@ import numpy as np
 
 from dnnpart.errors import UsageError
 from dnnpart.graph import RESIDUAL, Graph
+from dnnpart.io.output_files import write_output
 
 Notify = Callable[[str], None]
 
@@ -315,9 +316,9 @@ def reproduce_pardnn2021(
         rec["timing"].append({"graph": name, **time_partitioning(g)})
     rec["wall_time_s"] = time.perf_counter() - start
     md = out / "pardnn2021.md"
-    md.write_text(render(rec))
+    write_output(render(rec), md)
     js = out / "pardnn2021.json"
-    js.write_text(json.dumps(rec, indent=1, default=str))
+    write_output(json.dumps(rec, indent=1, default=str), js)
     return Report(files=[md, js], wall_time_s=rec["wall_time_s"], workloads=list(rec["models"]),
                   records=rec)
 

@@ -43,6 +43,7 @@ from typing import Any
 
 from dnnpart.evaluate import evaluate
 from dnnpart.graph.core import Graph
+from dnnpart.io.output_files import write_output
 from dnnpart.problem import Objective, Problem
 
 Notify = Callable[[str], None]
@@ -399,17 +400,17 @@ def reproduce_parmesan(out: str | Path, *, quick: bool = False, time_limit: floa
     if "1" in tables:
         report.table1 = run_table1(quick=quick, time_limit=limit, notify=say)
         path = folder / "table1.md"
-        path.write_text(table1_markdown(report.table1))
+        write_output(table1_markdown(report.table1), path)
         report.files.append(path)
     if "2" in tables:
         report.table2 = run_table2(quick=quick, time_limit=limit, notify=say, only_d=only_d)
         path = folder / "table2.md"
-        path.write_text(table2_markdown(report.table2))
+        write_output(table2_markdown(report.table2), path)
         report.files.append(path)
     report.wall_time_s = time.perf_counter() - t0
     path = folder / "parmesan.json"
-    path.write_text(json.dumps({"quick": quick, "time_limit_s": limit, "table1": report.table1,
-                                "table2": report.table2, "wall_time_s": report.wall_time_s},
-                               indent=1, default=str))
+    write_output(json.dumps({"quick": quick, "time_limit_s": limit, "table1": report.table1,
+                             "table2": report.table2, "wall_time_s": report.wall_time_s},
+                            indent=1, default=str), path)
     report.files.append(path)
     return report

@@ -18,6 +18,7 @@ from typing import Any
 from dnnpart.baselines.graph_partitioner import scotch_program
 from dnnpart.errors import UsageError
 from dnnpart.io import read_problem
+from dnnpart.io.output_files import write_output
 from dnnpart.problem import Objective, Problem
 from dnnpart.reproduce import published as pub
 from dnnpart.reproduce.layers import contract_layers, has_layer_ids
@@ -373,8 +374,8 @@ def _write(tables: dict[str, Table], out: Path) -> list[Path]:
     files = []
     for name, table in tables.items():
         md, csv_path = out / f"{name}.md", out / f"{name}.csv"
-        md.write_text(to_markdown(table, runtimes=name in ("table1", "table4")), encoding="utf-8")
-        csv_path.write_text(to_csv(table), encoding="utf-8")
+        write_output(to_markdown(table, runtimes=name in ("table1", "table4")), md)
+        write_output(to_csv(table), csv_path)
         files += [md, csv_path]
     return files
 
@@ -417,5 +418,5 @@ def _write_report(tables: dict[str, Table], out: Path, *, wall: float, limit: fl
         runtimes = table.name in ("table1", "table4")
         lines.append(to_markdown(table, runtimes=runtimes))
     path = out / "report.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_output("\n".join(lines), path)
     return path

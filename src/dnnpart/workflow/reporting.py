@@ -75,6 +75,9 @@ def write_report(
         data = f.require_mapping(f.read_json(plan), str(plan))
         raw = data.get("model")
         stored = raw if isinstance(raw, dict) else {}
+        from dnnpart.workflow.loading import check_model_fields
+
+        check_model_fields(stored, plan)  # read below before load_plan checks it
     micro = microbatches or int(stored.get("microbatches") or 4)
     if micro < 1:
         raise FormatError(f"--microbatches {micro}: expected >= 1")
