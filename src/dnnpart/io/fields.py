@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import reprlib
 import math
+import reprlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
