@@ -291,7 +291,7 @@ def run_parmesan(
                         "eq3_op_level": part.objective, "partition_from": source,
                         "eq3_layer_level": None if layer is None else layer.objective,
                         "coarsenings": pt.n_coarsenings, "lattice": pt.lattice,
-                        **first_info, "mapping_pick": name,
+                        **first_info, "mapping_pick": name, "_sims": sims,
                         "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
                         "picked_mapping_status": info["mapping_status"],
                         "picked_instantiation": info["instantiation"]}, text)
@@ -323,6 +323,8 @@ def run_parmesan(
                            stats={"why": "no pair gave a partition within memory and a mapping",
                                   "tried": "; ".join(tried)})
     _, plan, stats, text = best
+    # the simulated time of every candidate of the picked pair and partition
+    stats.update({f"simulated_{n}": v for n, v in stats["_sims"].items()})
     stats = {k2: v for k2, v in stats.items()
              if isinstance(v, (int, float, str, bool)) or v is None}
     return result_from_plan(problem, plan, method=method, clock=clock, proven=False,
