@@ -335,7 +335,7 @@ def run_agreement(*, quick: bool, time_limit: float, notify: Notify,
     depth = 50 if quick else 152
     graph = with_weights(resnet_ops(depth, batch=MICRO_BATCH))
     rows: list[dict[str, Any]] = []
-    for inter in ABLATION_INTER[:2]:
+    for inter in ABLATION_INTER[:1] if quick else ABLATION_INTER[:2]:
         spec = f"two-level:nodes=4,gpus=4,intra=150e9,inter={inter:g}"
         cluster = resolve_cluster(spec).cluster
         problem = Problem(graph=graph, cluster=cluster, objective=_objective())
@@ -356,7 +356,7 @@ def run_agreement(*, quick: bool, time_limit: float, notify: Notify,
             sim = MappingSimulator(problem, part.stage_of, maps["cs"], plan_from_mapping)
             start = min(maps.values(), key=sim.score)
             maps["sim-swaps"], _, _ = swap_search(sim.score, start, time_limit=10 * time_limit)
-            for i in range(n_random):
+            for i in range(n_random // 2 if quick else n_random):
                 maps[f"random-{i}"] = random_mapping(st, i)
             rule = choose_instantiation(st)
             simulated = [evaluate(problem, plan_from_mapping(problem, part.stage_of, m)).objective

@@ -50,6 +50,10 @@ Choices (see ``docs/methods/parmesan.md``):
   candidate: the op-level partition mapped by the exact mapper under the instantiation of
   the Sec. 5.2 rule (or the ``instantiation`` asked for). ``layer_seed=true`` or a
   ``mapping`` other than ``parmesan`` beside it is refused (:class:`~dnnpart.errors.UsageError`).
+* **Simulated mapping objective** (``sim_search``, default on; never with ``paper_only``):
+  Eq. 5 under Eq. 6 or Eq. 7 ranks mappings differently from the simulator (:mod:`.simscore`
+  names why), so after the candidates are simulated, a swap search scored by the simulator
+  starts from the best of them; its mapping is one more candidate (``sim-swaps``).
 * **Provenance**: when a pair had several candidates, ``SolveResult.provenance`` names the one
   the simulator kept: its partition (op level, or the layer seed refined or as it is) and its
   mapping (the mapper under Eq. 6 / Eq. 7, CS, p2p-first).
