@@ -305,7 +305,8 @@ def run_parmesan(
                     searched = True
                     start_name = min(sims, key=lambda n: sims[n])
                     start = next(m for n, m, _ in candidates if n == start_name)
-                    budget = None if share is None else max(
+                    # deterministic runs budget by scores (swap_search's max_evals), not time
+                    budget = None if share is None or deterministic else max(
                         1e-3, (share - (clock.elapsed - pair_start)) / (len(parts) - j))
                     scorer = MappingSimulator(problem, pt.stage_of, start, plan_from_mapping)
                     swapped, value, n_eval = swap_search(scorer.score, start, time_limit=budget)
