@@ -42,6 +42,18 @@ def test_quick_reproduce_shows_the_paper_alone_beside_ours(capsys, tmp_path: Pat
     text = (tmp_path / "parmesan" / "table2.md").read_text()
     assert "paper's mapper alone" in text and "by construction" in text
     assert "by construction" in (tmp_path / "parmesan" / "table1.md").read_text()
+    # issue 31: the mapping objective the methods finish with is the simulator's (rank
+    # correlation 1 over the mappings tried; fails if the two drift apart) and never worse
+    # than the paper's Eq. 5 optima and the heuristics it starts from
+    for r in doc["mapping_agreement"]:
+        assert r["rho_sim-swaps"] > 0.999, r
+        named = [r[f"simulated_{k}"] for k in ("cs", "p2p-first", "eq5-p2p", "eq5-allreduce")]
+        assert r["simulated_sim-swaps"] <= min(v for v in named if v is not None) * (1 + 1e-9)
+    # with the real weights all-reduced, a mapping gain over CS appears on the slow
+    # hierarchy (measured 1.22x on ResNet-50 (4,4) at 12.5 GB/s; the zoo's memory_bytes as
+    # weights gave 1.00x everywhere)
+    gains = [r["speedup_our_map"] for r in doc["mapping_ablation"] if r["weights"] == "weights"]
+    assert max(gains) >= 1.1, gains
 
 
 def test_table2_topologies_exist_where_the_paper_has_figures():

@@ -32,19 +32,26 @@ topologies.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dnnpart.evaluate import evaluate
 from dnnpart.graph.core import Graph
 from dnnpart.io.output_files import write_output
 from dnnpart.problem import Objective, Problem
+
+if TYPE_CHECKING:
+    from dnnpart.zoo.ops import OpGraph
 
 Notify = Callable[[str], None]
 
@@ -107,6 +114,8 @@ class ParmesanReport:
 
     table1: list[dict[str, Any]] = field(default_factory=list)
     table2: list[dict[str, Any]] = field(default_factory=list)
+    ablation: list[dict[str, Any]] = field(default_factory=list)
+    agreement: list[dict[str, Any]] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     wall_time_s: float = 0.0
 
@@ -126,19 +135,43 @@ def _swin_large(batch: int) -> Graph:
     return import_model(SWIN_LARGE, training=True, input_shapes=[(batch, 3, 224, 224)]).imported.graph
 
 
+def with_weights(ops: OpGraph, *, training: bool = True) -> Graph:
+    """The zoo graph of ``ops`` with its weights as ``param_bytes`` and its activations as
+    ``output_bytes``.
+
+    The zoo's graphs carry only ``memory_bytes`` (weights + output activation per node), which
+    the simulator and phase 1 then read as the weights a stage all-reduces: ResNet-50 at 8
+    samples per micro-batch would all-reduce 2.6 GB instead of its 0.1 GB of weights, and every
+    workload would look all-reduce-bound (the named cause of Table 1's 1.00x before issue 31).
+
+    Examples
+    --------
+    >>> from dnnpart.zoo.resnet import resnet_ops
+    >>> g = with_weights(resnet_ops(50, batch=8))
+    >>> round(float(g.param_bytes.sum()) / 1e6)   # ResNet-50: 25.6 M parameters (+ BN buffers)
+    102
+    """
+    from dnnpart.graph.training import add_backward_pass
+
+    g = ops.to_graph(training=False)
+    g = dataclasses.replace(g, param_bytes=np.array([op.weight_bytes for op in ops.ops]),
+                            output_bytes=np.array([op.output_bytes for op in ops.ops]))
+    return add_backward_pass(g) if training else g
+
+
 def _table1_graphs(quick: bool, notify: Notify) -> list[tuple[str, str, Graph | None]]:
     from dnnpart.errors import MissingDependencyError
-    from dnnpart.zoo.bert import bert
-    from dnnpart.zoo.resnet import resnet
+    from dnnpart.zoo.bert import bert_ops
+    from dnnpart.zoo.resnet import resnet_ops
 
     b = MICRO_BATCH
     if quick:
-        return [("resnet152", "ResNet-50 (quick)", resnet(50, batch=b, training=True)),
-                ("bert-large", "BERT-6 (quick)", bert(6, batch=b, training=True))]
+        return [("resnet152", "ResNet-50 (quick)", with_weights(resnet_ops(50, batch=b))),
+                ("bert-large", "BERT-6 (quick)", with_weights(bert_ops(6, batch=b)))]
     out: list[tuple[str, str, Graph | None]] = [
-        ("resnet152", "ResNet-152 (zoo, layer graph)", resnet(152, batch=b, training=True)),
+        ("resnet152", "ResNet-152 (zoo, layer graph)", with_weights(resnet_ops(152, batch=b))),
         ("bert-large", "BERT-Large (zoo, 24 x 1024, 16 heads)",
-         bert(24, hidden=1024, heads=16, batch=b, training=True))]
+         with_weights(bert_ops(24, hidden=1024, heads=16, batch=b)))]
     try:
         out.append(("swin-large", "Swin-L (hf, autograd)", _swin_large(b)))
     except MissingDependencyError as exc:
@@ -205,6 +238,166 @@ def run_table1(*, quick: bool, time_limit: float, notify: Notify) -> list[dict[s
                    f"{_x(_ratio(pd.objective, ours.objective))}, paper alone "
                    f"{_x(_ratio(pd.objective, alone.objective))}")
     return rows
+
+
+#: Table 1's mapping ablation: inter-machine bandwidths (intra stays 150 GB/s).
+ABLATION_INTER = (12.5e9, 1.25e9, 0.125e9)
+
+
+def run_mapping_ablation(*, quick: bool, time_limit: float, notify: Notify) -> list[dict[str, Any]]:
+    """Where "+ our map" gains: PipeDream's partition of ResNet mapped by CS, by the paper's
+    mapper alone (the Sec. 5.2 rule's Eq. 5 optimum) and by ours (default: the simulator's pick
+    of the candidates, then its swap search), switching one modelling choice at a time: the
+    weights a stage all-reduces (the zoo's ``memory_bytes`` vs the real weights), samples per
+    micro-batch, and the inter-machine bandwidth of the 4 x 4 hierarchy."""
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.solvers import solve
+    from dnnpart.zoo.resnet import resnet, resnet_ops
+
+    depth, batches = (50, (MICRO_BATCH,)) if quick else (152, (MICRO_BATCH, 32))
+    inters = ABLATION_INTER[:2] if quick else ABLATION_INTER
+    pairs = ((4, 4),) if quick else ((4, 4), (8, 2))
+    limit = max(10.0, 10 * time_limit)
+    rows: list[dict[str, Any]] = []
+    for mb in batches:
+        graphs = {"memory_bytes (zoo)": resnet(depth, batch=mb, training=True),
+                  "weights": with_weights(resnet_ops(depth, batch=mb))}
+        for weights, graph in graphs.items():
+            for inter in inters:
+                spec = f"two-level:nodes=4,gpus=4,intra=150e9,inter={inter:g}"
+                problem = Problem(graph=graph, cluster=resolve_cluster(spec).cluster,
+                                  objective=_objective(), name=f"ResNet-{depth}")
+                for s_n, r_n in pairs:
+                    cs = solve(problem, "pipedream", stages=s_n, replicas=r_n)
+                    ours = solve(problem, "pipedream", stages=s_n, replicas=r_n,
+                                 mapping="parmesan", time_limit=limit)
+                    rule = ours.stats.get("rule_instantiation")
+                    paper = ours.stats.get(f"simulated_parmesan-{rule}", math.inf)
+                    row = {"model": f"ResNet-{depth}", "micro_batch": mb, "weights": weights,
+                           "inter": inter, "S": s_n, "R": r_n, "rule": rule,
+                           "simulated_cs": cs.objective, "simulated_paper_map": paper,
+                           "simulated_our_map": ours.objective,
+                           "simulated_eq6": ours.stats.get("simulated_parmesan-p2p"),
+                           "simulated_eq7": ours.stats.get("simulated_parmesan-allreduce"),
+                           "speedup_paper_map": _ratio(cs.objective, paper),
+                           "speedup_our_map": _ratio(cs.objective, ours.objective),
+                           "our_pick": ours.stats.get("mapping_pick")}
+                    rows.append(row)
+                    notify(f"mapping ablation ResNet-{depth} mb={mb} {weights} inter="
+                           f"{inter / 1e9:g} GB/s ({s_n},{r_n}): paper's mapper "
+                           f"{_x(row['speedup_paper_map'])}, ours {_x(row['speedup_our_map'])}")
+    return rows
+
+
+def ablation_markdown(rows: list[dict[str, Any]]) -> str:
+    """Markdown of the mapping ablation: speedups over CS on PipeDream's partition."""
+    lines = ["| model | samples / micro-batch | all-reduced bytes | inter GB/s | (S,R) | "
+             "Sec. 5.2 rule | paper's mapper alone | Eq. 6 optimum | Eq. 7 optimum | "
+             "ours (default) | ours picked | paper (ResNet-152) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        paper = PAPER_TABLE1["+ our map"]["resnet152"].get((r["S"], r["R"]))
+        cs = r["simulated_cs"]
+        lines.append(f"| {r['model']} | {r['micro_batch']} | {r['weights']} "
+                     f"| {r['inter'] / 1e9:g} | ({r['S']},{r['R']}) | {r['rule']} "
+                     f"| {_x(r['speedup_paper_map'])} "
+                     f"| {_x(_ratio(cs, r.get('simulated_eq6') or math.inf))} "
+                     f"| {_x(_ratio(cs, r.get('simulated_eq7') or math.inf))} "
+                     f"| {_x(r['speedup_our_map'])} | {r['our_pick']} | {_x(paper)} |")
+    return "\n".join(lines) + "\n"
+
+
+#: Objectives whose ranking of mappings is compared with the simulator's.
+AGREEMENT_KINDS = ("p2p", "allreduce", "rule", "full", "sim-swaps")
+
+
+def run_agreement(*, quick: bool, time_limit: float, notify: Notify,
+                  n_random: int = 16) -> list[dict[str, Any]]:
+    """Spearman rank correlation between the simulated time per sample and each mapping
+    objective (Eq. 6, Eq. 7, the Sec. 5.2 rule's pick, the "theoretically exact" sum
+    ``c_u + c_m + c_AR``, and ours: the simulated objective of the swap search) over CS,
+    p2p-first, both Eq. 5 optima, the swap search's result and ``n_random`` seeded random
+    mappings of one op-level partition of ResNet (weights as ``param_bytes``), on two-level
+    4 x 4 hierarchies with slow inter-machine links."""
+    from scipy.stats import spearmanr
+
+    from dnnpart.cost import resolve_cluster
+    from dnnpart.pricing.pairs import Topology
+    from dnnpart.pricing.stages import max_stage_time
+    from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, random_mapping
+    from dnnpart.solvers.parmesan.cost import choose_instantiation
+    from dnnpart.solvers.parmesan.phase1 import partition_ops, pipeline_stages
+    from dnnpart.solvers.parmesan.search import map_stages
+    from dnnpart.solvers.parmesan.simscore import MappingSimulator, swap_search
+    from dnnpart.solvers.parmesan.solver import memory_model, plan_from_mapping, stages_in_seconds
+    from dnnpart.zoo.resnet import resnet_ops
+
+    depth = 50 if quick else 152
+    graph = with_weights(resnet_ops(depth, batch=MICRO_BATCH))
+    rows: list[dict[str, Any]] = []
+    for inter in ABLATION_INTER[:1] if quick else ABLATION_INTER[:2]:
+        spec = f"two-level:nodes=4,gpus=4,intra=150e9,inter={inter:g}"
+        cluster = resolve_cluster(spec).cluster
+        problem = Problem(graph=graph, cluster=cluster, objective=_objective())
+        topo = Topology.from_cluster(cluster)
+        for s_n, r_n in PAIRS_T1:
+            mem = memory_model(problem, 2.0, replicas=r_n, n_devices=s_n * r_n)
+            part = partition_ops(graph, s_n, s_n * r_n, replicas=r_n, k=128, memory=mem)
+            if part.stage_of is None or part.atom_stage is None:
+                continue
+            st = stages_in_seconds(pipeline_stages(part.dag, part.atom_stage, r_n, memory=mem),
+                                   cluster.time_unit_s)
+            maps = {"cs": cs_mapping(st), "p2p-first": p2p_first_mapping(st)}
+            for kind in ("p2p", "allreduce"):
+                res = map_stages(st, topo, instantiation=kind,
+                                 time_limit=time_limit)
+                if res.device_of is not None:
+                    maps[f"eq5-{kind}"] = res.device_of
+            sim = MappingSimulator(problem, part.stage_of, maps["cs"], plan_from_mapping)
+            start = min(maps.values(), key=sim.score)
+            maps["sim-swaps"], _, _ = swap_search(sim.score, start, time_limit=10 * time_limit)
+            for i in range(n_random // 2 if quick else n_random):
+                maps[f"random-{i}"] = random_mapping(st, i)
+            rule = choose_instantiation(st)
+            simulated = [evaluate(problem, plan_from_mapping(problem, part.stage_of, m)).objective
+                         for m in maps.values()]
+            scores = {k: [sim.score(m) if k == "sim-swaps" else max_stage_time(
+                st, topo, m, rule if k == "rule" else k)  # type: ignore[arg-type]
+                for m in maps.values()] for k in AGREEMENT_KINDS}
+            row: dict[str, Any] = {"model": f"ResNet-{depth}", "inter": inter, "S": s_n,
+                                   "R": r_n, "rule": rule, "mappings": len(maps)}
+            for k, v in scores.items():
+                with warnings.catch_warnings():  # Eq. 7 is constant without replicas
+                    warnings.simplefilter("ignore")
+                    rho = spearmanr(simulated, v).statistic
+                row[f"rho_{k}"] = None if not math.isfinite(rho) else float(rho)
+            named = dict(zip(maps, simulated, strict=True))
+            row.update({f"simulated_{k}": named.get(k) for k in
+                        ("cs", "p2p-first", "eq5-p2p", "eq5-allreduce", "sim-swaps")})
+            rows.append(row)
+            notify(f"agreement ResNet-{depth} inter={inter / 1e9:g} GB/s ({s_n},{r_n}): rho "
+                   + ", ".join(f"{k} {_g(row[f'rho_{k}'])}" for k in AGREEMENT_KINDS))
+    return rows
+
+
+def agreement_markdown(rows: list[dict[str, Any]]) -> str:
+    """Markdown of :func:`run_agreement`: rank correlations and the named mappings' times."""
+    lines = ["| model | inter GB/s | (S,R) | rule | mappings | rho Eq. 6 | rho Eq. 7 | rho rule "
+             "| rho c_u+c_m+c_AR | rho ours (simulated) | sim CS | sim p2p-first | sim Eq. 6 opt "
+             "| sim Eq. 7 opt | sim ours |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['inter'] / 1e9:g} | ({r['S']},{r['R']}) | {r['rule']} "
+                     f"| {r['mappings']} | "
+                     + " | ".join(_rho(r[f"rho_{k}"]) for k in AGREEMENT_KINDS) + " | "
+                     + " | ".join(_g(r[f"simulated_{k}"]) for k in
+                                  ("cs", "p2p-first", "eq5-p2p", "eq5-allreduce", "sim-swaps"))
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _rho(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _fpn(quick: bool) -> Graph:
@@ -402,6 +595,14 @@ def reproduce_parmesan(out: str | Path, *, quick: bool = False, time_limit: floa
         path = folder / "table1.md"
         write_output(table1_markdown(report.table1), path)
         report.files.append(path)
+        report.agreement = run_agreement(quick=quick, time_limit=limit, notify=say)
+        path = folder / "mapping_agreement.md"
+        write_output(agreement_markdown(report.agreement), path)
+        report.files.append(path)
+        report.ablation = run_mapping_ablation(quick=quick, time_limit=limit, notify=say)
+        path = folder / "table1_mapping_ablation.md"
+        write_output(ablation_markdown(report.ablation), path)
+        report.files.append(path)
     if "2" in tables:
         report.table2 = run_table2(quick=quick, time_limit=limit, notify=say, only_d=only_d)
         path = folder / "table2.md"
@@ -410,7 +611,9 @@ def reproduce_parmesan(out: str | Path, *, quick: bool = False, time_limit: floa
     report.wall_time_s = time.perf_counter() - t0
     path = folder / "parmesan.json"
     write_output(json.dumps({"quick": quick, "time_limit_s": limit, "table1": report.table1,
-                             "table2": report.table2, "wall_time_s": report.wall_time_s},
+                             "table2": report.table2, "mapping_ablation": report.ablation,
+                             "mapping_agreement": report.agreement,
+                             "wall_time_s": report.wall_time_s},
                             indent=1, default=str), path)
     report.files.append(path)
     return report

@@ -236,5 +236,8 @@ def mapping_text(name: str, info: dict[str, Any]) -> str:
         why = ("the Sec. 5.2 rule's choice" if info.get("rule_instantiation") == kind
                else "not the Sec. 5.2 rule's choice")
         return f"Parmesan's mapping under {eq} ({why})"
+    if name == "sim-swaps":
+        return (f"device swaps scored by the simulator, from the {info.get('sim_search_from')} "
+                "mapping")
     return {"cs": "consecutive (CS) mapping", "p2p-first": "p2p-first mapping"}.get(
         name, f"{name} mapping")

@@ -50,6 +50,10 @@ Choices (see ``docs/methods/parmesan.md``):
   candidate: the op-level partition mapped by the exact mapper under the instantiation of
   the Sec. 5.2 rule (or the ``instantiation`` asked for). ``layer_seed=true`` or a
   ``mapping`` other than ``parmesan`` beside it is refused (:class:`~dnnpart.errors.UsageError`).
+* **Simulated mapping objective** (``sim_search``, default on; never with ``paper_only``):
+  Eq. 5 under Eq. 6 or Eq. 7 ranks mappings differently from the simulator (:mod:`.simscore`
+  names why), so after the candidates are simulated, a swap search scored by the simulator
+  starts from the best of them; its mapping is one more candidate (``sim-swaps``).
 * **Provenance**: when a pair had several candidates, ``SolveResult.provenance`` names the one
   the simulator kept: its partition (op level, or the layer seed refined or as it is) and its
   mapping (the mapper under Eq. 6 / Eq. 7, CS, p2p-first).
@@ -74,6 +78,7 @@ from dnnpart.errors import ProblemTooLargeError, UsageError
 from dnnpart.evaluate import evaluate
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.pricing.pairs import Topology
+from dnnpart.pricing.stages import max_stage_time
 from dnnpart.problem import PIPELINE, Problem
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS
 from dnnpart.solvers.method import CONTIGUOUS, MethodInfo, Option, Progress, Stopwatch
@@ -92,6 +97,7 @@ from dnnpart.solvers.parmesan.opdag import atomic_dag
 from dnnpart.solvers.parmesan.pairs import ComputeBound, first_devices, pipeline_pairs
 from dnnpart.solvers.parmesan.phase1 import Phase1Result, partition_ops, pipeline_stages
 from dnnpart.solvers.parmesan.search import DEFAULT_EPS
+from dnnpart.solvers.parmesan.simscore import SIM_SWAPS, MappingSimulator, swap_search
 from dnnpart.solvers.result import result_from_plan
 
 __all__ = ["ABLATIONS", "METHODS", "map_with", "memory_model", "pipeline_options",
@@ -138,7 +144,7 @@ def run_parmesan(
     threads: Any = 1, deterministic: bool = False, seed: Any = 0,
     max_ideals: Any = DEFAULT_MAX_IDEALS, graph: Any = None, search_space: str = "",
     layer_seed: bool = False, paper_only: bool = False, path_fallback: bool = False,
-    partition_name: str = "op-level partition", **options: Any,
+    partition_name: str = "op-level partition", sim_search: bool = True, **options: Any,
 ) -> SolveResult:
     """Both phases over the requested or searched ``(S, R)``; the best simulated plan."""
     if options:
@@ -164,6 +170,7 @@ def run_parmesan(
     layer_seed = _flag("layer_seed", layer_seed)
     deterministic = _flag("deterministic", deterministic)
     paper_only = _flag("paper_only", paper_only)
+    sim_search = _flag("sim_search", sim_search)
     if seed is not None:
         seed = _int_option("seed", seed, low=0)
     s_fixed = None if stages is None else _int_option("stages", stages)
@@ -264,7 +271,10 @@ def run_parmesan(
             several = several or len(parts) * len(candidates) > 1
             first_info = candidates[0][2]
             sims: dict[str, float] = {}
-            for name, device_of, info in candidates:
+            queue = list(candidates)
+            searched = not (sim_search and mapping == "parmesan" and not paper_only)
+            while queue:
+                name, device_of, info = queue.pop(0)
                 plan = plan_from_mapping(problem, pt.stage_of, device_of)
                 ev = evaluate(problem, plan)
                 sims[name] = ev.objective
@@ -285,10 +295,27 @@ def run_parmesan(
                         "eq3_op_level": part.objective, "partition_from": source,
                         "eq3_layer_level": None if layer is None else layer.objective,
                         "coarsenings": pt.n_coarsenings, "lattice": pt.lattice,
-                        **first_info, "mapping_pick": name,
+                        **first_info, "mapping_pick": name, "_sims": sims,
                         "picked_eq5_max_stage_time": info["eq5_max_stage_time"],
                         "picked_mapping_status": info["mapping_status"],
                         "picked_instantiation": info["instantiation"]}, text)
+                if not queue and not searched:
+                    # Eq. 5 and the simulator rank mappings differently (:mod:`.simscore`):
+                    # swaps scored by the simulator, from the best candidate so far
+                    searched = True
+                    start_name = min(sims, key=lambda n: sims[n])
+                    start = next(m for n, m, _ in candidates if n == start_name)
+                    # deterministic runs budget by scores (swap_search's max_evals), not time
+                    budget = None if share is None or deterministic else max(
+                        1e-3, (share - (clock.elapsed - pair_start)) / (len(parts) - j))
+                    scorer = MappingSimulator(problem, pt.stage_of, start, plan_from_mapping)
+                    swapped, value, n_eval = swap_search(scorer.score, start, time_limit=budget)
+                    if value < sims[start_name] * (1 - 1e-9):
+                        queue.append((SIM_SWAPS, swapped, {
+                            **first_info, "mapping_status": "heuristic",
+                            "eq5_max_stage_time": max_stage_time(
+                                st, pair_topo, swapped, first_info["instantiation"]),
+                            "sim_search_from": start_name, "sim_search_evals": n_eval}))
             tried.append(f"S={s_n},R={r_n} ({source}): "
                          + ", ".join(f"{n} {v:.6g}" for n, v in sims.items()))
     if best is None:
@@ -301,6 +328,8 @@ def run_parmesan(
                            stats={"why": "no pair gave a partition within memory and a mapping",
                                   "tried": "; ".join(tried)})
     _, plan, stats, text = best
+    # the simulated time of every candidate of the picked pair and partition
+    stats.update({f"simulated_{n}": v for n, v in stats["_sims"].items()})
     stats = {k2: v for k2, v in stats.items()
              if isinstance(v, (int, float, str, bool)) or v is None}
     return result_from_plan(problem, plan, method=method, clock=clock, proven=False,
@@ -336,6 +365,8 @@ def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
         Option("deterministic", bool, False, "budget mapper targets by nodes, not the clock"),
         Option("seed", int, 0, "seed of the random mapping", minimum=0),
         Option("max_ideals", int, DEFAULT_MAX_IDEALS, "cap on the DP's ideal lattice", minimum=1),
+        Option("sim_search", bool, True, "with mapping=parmesan: improve the best candidate "
+               "mapping by device swaps scored by the simulator (not with paper_only)"),
     ]
     if seed_option:
         out += [Option("layer_seed", bool, True,
