@@ -38,8 +38,10 @@ Choices where the paper is silent (also in ``docs/methods/parmesan.md``):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -394,7 +396,17 @@ _WORKER_SPACE: SearchSpace | None = None
 
 def _init_worker(space: SearchSpace) -> None:
     global _WORKER_SPACE
+    # Ctrl-C reaches the whole process group: the parent stops the search (and these
+    # workers); a worker that took it itself would print a KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_SPACE = space
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's worker processes now (they ignore SIGINT; see :func:`_init_worker`)."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.terminate()
 
 
 def _worker(t: float, deadline: float | None, node_limit: int | None) -> tuple[int, Any, int]:
@@ -536,6 +548,10 @@ def map_stages(
             if level > _MAX_LEVEL or (node_limit is not None and deterministic
                                       and level > 2):
                 cut = True
+    except BaseException:
+        if pool is not None:  # Ctrl-C or a backstop: stop the workers, not wait for their targets
+            _kill_workers(pool)
+        raise
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
