@@ -269,3 +269,52 @@ if __name__ == "__main__":
     out.mkdir(parents=True, exist_ok=True)
     for case in generate(kind, count, out):
         print(case.label, " ".join(case.argv))
+
+
+# --- issue 30, item 3: sizes bounded before allocation (appended) ---------------------------
+
+
+def bounds(rng: random.Random, folder: Path, i: int) -> Case:
+    """A size past its documented bound on one surface (model specs, shapes, counts); the
+    bounds come from the modules that own them, so new fields join the corpus."""
+    from dnnpart.limits import MAX_BATCH, MAX_MICROBATCHES, max_threads
+    from dnnpart.zoo import MAX_BERT_LAYERS
+    from dnnpart.zoo.captured import PARAMETER_BOUNDS, WORKLOADS
+
+    stages = _write(folder, f"st{i}.json", {"compute": [0.1, 0.2], "param_bytes": [0, 0],
+                                            "comm_bytes": [[0, 1, 5.0]], "replicas": 1})
+    kind = rng.choice(["synthetic-nodes", "synthetic-edges", "bert", "workload", "microbatches",
+                       "batch", "threads", "seed", "hf"])
+    if kind == "synthetic-nodes":
+        n = rng.randint(3_000_000, 50_000_000)
+        return Case(kind, ["info", f"zoo:synthetic:nodes={n}"], must_name="nodes")
+    if kind == "synthetic-edges":
+        n = rng.randint(2, 300)
+        return Case(kind, ["info", f"zoo:synthetic:nodes={n},edges={n * n + rng.randint(0, 10**8)}"],
+                    must_name="edges")
+    if kind == "bert":
+        return Case(kind, ["info", f"zoo:bert-{MAX_BERT_LAYERS + rng.randint(1, 10**9)}"], must_name="layers")
+    if kind == "workload":
+        name = rng.choice(sorted(WORKLOADS))
+        keys = [k for k in WORKLOADS[name].defaults if k in PARAMETER_BOUNDS]
+        key = rng.choice(keys)
+        high = PARAMETER_BOUNDS[key][1]
+        return Case(kind, ["info", f"zoo:{name}:{key}={high + rng.randint(1, 10**12)}"], must_name=key)
+    if kind == "microbatches":
+        value = rng.choice([0, -rng.randint(1, 9), MAX_MICROBATCHES + rng.randint(1, 10**9)])
+        return Case(kind, ["evaluate", "zoo:bert-3", "--objective", "pipeline", "--microbatches",
+                           str(value), _write(folder, f"p{i}.json", {}).as_posix()],
+                    must_name="--microbatches")
+    if kind == "batch":
+        value = rng.choice([0, MAX_BATCH + 1, 2**70, 2**64 + rng.randint(0, 99)])
+        return Case(kind, ["info", "builtin:alexnet", "--objective", "iteration", "--cluster", "4xV100",
+                           "--batch", str(value)], must_name="--batch")
+    if kind == "threads":
+        return Case(kind, ["map", str(stages), "--cluster", "2xA100", "--threads",
+                           str(max_threads() + rng.randint(1, 10**6))], must_name="--threads")
+    if kind == "seed":
+        return Case(kind, ["map", str(stages), "--cluster", "2xA100", "--seed",
+                           str(-rng.randint(1, 2**63))], must_name="--seed")
+    field = rng.choice(["n_layer", "n_head", "n_embd", "vocab_size", "n_positions"])
+    value = rng.choice([-rng.randint(1, 10**9), 0, 10**9 + rng.randint(0, 10**9)])
+    return Case(kind, ["info", f"hf:gpt2:{field}={value}"], must_name=field)

@@ -27,12 +27,15 @@ __all__ = [
     "add_objective_args",
     "add_problem_args",
     "add_trust_args",
+    "check_non_empty",
     "input_shapes",
     "model_inputs",
     "model_options",
     "objective_from_args",
     "parse_options",
+    "parse_typed",
     "solve_options",
+    "split_pairs",
 ]
 
 OBJECTIVES = ("throughput", "latency", "makespan", "pipeline", "iteration", "stages")
@@ -63,6 +66,32 @@ def add_problem_args(p: argparse.ArgumentParser) -> None:
     add_objective_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     add_model_spec_args(p)
+
+
+#: Options naming an input (a spec or a file), by dest: given empty, they are refused rather
+#: than read as "not given" (``--cluster ''`` used to fall back to the graph file's cluster).
+NON_EMPTY = {"cluster": "--cluster", "model": "MODEL/--model", "config": "--config", "specs": "--specs",
+             "run": "--run", "stages": "STAGES", "graph": "GRAPH", "plan": "PLAN"}
+
+
+def check_non_empty(args: argparse.Namespace) -> None:
+    """Refuse an input option or argument given as empty text (see :data:`NON_EMPTY`).
+
+    Examples
+    --------
+    >>> check_non_empty(argparse.Namespace(cluster=""))
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.UsageError: --cluster '': empty; expected a cluster file, a spec or a name
+    >>> check_non_empty(argparse.Namespace(cluster=None, graph="zoo:bert-3"))
+    """
+    from dnnpart.errors import UsageError
+
+    for dest, flag in NON_EMPTY.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"{flag} {value!r}: empty; expected a cluster file, a spec or a name"
+                             if dest == "cluster" else f"{flag} {value!r}: empty; expected a path or a spec")
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -226,15 +255,14 @@ def objective_from_args(args: argparse.Namespace) -> Any:
     >>> o.kind, o.schedule, o.microbatches
     ('pipeline', 'gpipe', 4)
     """
-    from dnnpart.errors import FormatError
+    from dnnpart.limits import check_batch, check_microbatches
     from dnnpart.problem import Objective
 
-    batch = getattr(args, "batch", 32)
-    if isinstance(batch, int) and batch < 1:
-        raise FormatError(f"--batch {batch}: expected an integer >= 1")
+    given = getattr(args, "batch", None)
+    batch = check_batch(32 if given is None else given)
     micro = getattr(args, "microbatches", None)
-    if micro is not None and micro < 1:
-        raise FormatError(f"--microbatches {micro}: expected an integer >= 1")
+    if micro is not None:
+        micro = check_microbatches(micro)
     schedule = getattr(args, "schedule", None)
     blocks = getattr(args, "granularity", None) == "block"
     kind = args.objective or ("stages" if schedule or blocks else "throughput")
@@ -311,20 +339,55 @@ def parse_options(pairs: list[str], method: str | None = None) -> dict[str, Any]
     >>> parse_options(["mapping=cs"])
     {'mapping': 'cs'}
     """
-    from dnnpart.errors import FormatError
     from dnnpart.solvers import get_method
 
-    info = get_method(method) if method is not None else None
-    options: dict[str, Any] = {}
+    if method is None:
+        return {key.replace("-", "_"): raw for key, raw in split_pairs(pairs)}
+    info = get_method(method)
+    return parse_typed(pairs, info.options, info.name, name_set=False)
+
+
+def split_pairs(pairs: list[str]) -> list[tuple[str, str]]:
+    """``["K=V", ...]`` to ``[("K", "V"), ...]``; anything else is refused naming ``--set``.
+
+    Examples
+    --------
+    >>> split_pairs(["eps=0.01", "mapping=cs"])
+    [('eps', '0.01'), ('mapping', 'cs')]
+    """
+    from dnnpart.errors import FormatError
+
+    out = []
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise FormatError(f"--set {pair!r}: expected KEY=VALUE")
-        if info is None:
-            options[key.replace("-", "_")] = raw
-            continue
-        opt = info.option(key)  # the error names the key as typed
-        options[opt.name] = opt.parse(raw, info.name)
+            raise FormatError(f"--set {pair[:60]!r}: expected KEY=VALUE")
+        out.append((key, raw))
+    return out
+
+
+def parse_typed(pairs: list[str], schema: Any, owner: str, *, name_set: bool = True) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs typed by an option schema (a sequence of
+    :class:`~dnnpart.solvers.method.Option`): the one parser of ``solve --set`` and
+    ``map --set``. Unknown keys are refused with the valid ones. Messages name
+    ``OWNER --set KEY`` (``name_set``) or, as ``solve`` words them, ``OWNER: option KEY``.
+
+    Examples
+    --------
+    >>> from dnnpart.solvers.method import Option
+    >>> parse_typed(["eps=0.01"], [Option("eps", float, None, "", minimum=0.0)], "map")
+    {'eps': 0.01}
+    """
+    from dnnpart.errors import UsageError
+
+    by_name = {opt.name: opt for opt in schema}
+    options: dict[str, Any] = {}
+    for key, raw in split_pairs(pairs):
+        opt = by_name.get(key.replace("-", "_"))
+        if opt is None:
+            valid = ", ".join(by_name) or "none"
+            raise UsageError(f"{owner}: unknown option {key[:60]!r}; valid options: {valid}")
+        options[opt.name] = opt.parse(raw, owner, where=f"{owner} --set {opt.name}" if name_set else None)
     return options
 
 

@@ -43,7 +43,7 @@ from dnnpart.cli import (
     simulate_cmd,
     solve_cmd,
 )
-from dnnpart.cli.args import PROGRESS_CHOICES, PROGRESS_HELP
+from dnnpart.cli.args import PROGRESS_CHOICES, PROGRESS_HELP, check_non_empty
 from dnnpart.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -91,9 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (see the module docstring)."""
-    parser = build_parser()
+    """Run the CLI; returns the exit code (see the module docstring).
+
+    Ctrl-C is handled from the first line (parser building included): exit 130 and one
+    ``interrupted`` line, whenever it comes.
+    """
     try:
+        with _noting_ctrl_c():
+            return _main(argv)
+    except KeyboardInterrupt:  # one that landed while the handlers were being set or restored
+        return _interrupted()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        parser = build_parser()
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_BAD_INPUT
@@ -103,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     out = Renderer(json_mode=getattr(args, "json", False), quiet=args.quiet, progress=args.progress)
     try:
-        with _noting_ctrl_c():
-            code: int = args.handler(args, out)
+        check_non_empty(args)
+        code: int = args.handler(args, out)
         return code
     except KeyboardInterrupt:
         return _interrupted()
@@ -131,20 +143,30 @@ def _noting_ctrl_c() -> Iterator[None]:
     """Ctrl-C raises ``KeyboardInterrupt`` as usual and is also noted
     (:func:`dnnpart.interrupt.note_interrupt`): Python drops one raised inside a finalizer or a
     garbage collector callback, and the command's solve must still stop. The note ends with
-    the command."""
+    the command. Meanwhile a ``KeyboardInterrupt`` (or a backstop ``Stopped``) that Python
+    drops that way is not printed either (``sys.unraisablehook``): the note already stops the
+    run, and the user sees one ``interrupted`` line, not an "Exception ignored" traceback."""
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         interrupt.note_interrupt()
         raise KeyboardInterrupt
+
+    previous_hook = sys.unraisablehook
+
+    def quiet_hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, (KeyboardInterrupt, interrupt.Stopped)):
+            previous_hook(unraisable)
 
     try:
         previous = signal.signal(signal.SIGINT, on_sigint)
     except ValueError:  # not the main thread: Python's own handling applies
         yield
         return
+    sys.unraisablehook = quiet_hook
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
         interrupt.reset()
 
 
@@ -165,4 +187,11 @@ def _internal(out: Any, exc: BaseException, args: argparse.Namespace) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    """The ``dnnpart`` console script: :func:`main`, then exit with its code (a Ctrl-C during
+    the interpreter's shutdown exits 130 with one line, as one during start-up does)."""
+    from dnnpart._entry import exit_on_sigint
+
+    exit_on_sigint()  # already so for the command (dnnpart/__init__.py); also when called directly
+    code = main()
+    exit_on_sigint()
+    sys.exit(code)

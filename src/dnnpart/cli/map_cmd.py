@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dnnpart.cli.args import parse_options
+from dnnpart.cli.args import parse_typed
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, dumps
 from dnnpart.cli.render import Renderer, fmt
 from dnnpart.errors import UsageError
@@ -47,59 +47,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    opts = parse_options(args.options)
-    allowed = {"mapping", "instantiation", "eps", "deterministic", "node_limit"}
-    unknown = sorted(set(opts) - allowed)
-    if unknown:
-        raise UsageError(f"--set {unknown[0]}: unknown option for map (expected one of "
-                         f"{sorted(allowed)})")
-    opts = {k: _typed(k, v) if k in _TYPES else v for k, v in opts.items()}
-    if args.gap is not None:
-        opts["eps"] = args.gap
-    for name, value in (("time_limit", args.time_limit), ("threads", args.threads),
-                        ("seed", args.seed)):
-        if value is not None:
-            opts[name] = value
-    if "time_limit" in opts and not opts["time_limit"] > 0:
-        raise UsageError(f"--time-limit must be > 0 seconds, got {opts['time_limit']}")
-    if "threads" in opts and opts["threads"] < 1:
-        raise UsageError(f"--threads must be >= 1, got {opts['threads']}")
-    eps = opts.get("eps", 1e-3)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
-        raise UsageError(f"--set eps / --gap: expected a number in (0, 1), got {eps!r}")
-    if not isinstance(opts.get("deterministic", False), bool):
-        raise UsageError(f"--set deterministic: expected true or false, got {opts['deterministic']!r}")
-    nl = opts.get("node_limit")
-    if nl is not None and (isinstance(nl, bool) or not isinstance(nl, int) or nl < 1):
-        raise UsageError(f"--set node_limit: expected an integer >= 1, got {nl!r}")
-    return opts
-
-
-#: The types of map's numeric and boolean ``--set`` options (the rest are words).
-_TYPES: dict[str, type] = {"eps": float, "deterministic": bool, "node_limit": int}
-
-
-def _typed(key: str, text: str) -> Any:
-    """``--set KEY=TEXT`` as the option's type; text that is not one is kept, and refused by
-    the checks of :func:`_options`, which name the option.
+def map_options() -> tuple[Any, ...]:
+    """The schema of ``map --set``: Parmesan's own options (as ``solve -m parmesan --set``
+    types them) plus ``node_limit``, typed by the parser ``solve --set`` uses.
 
     Examples
     --------
-    >>> _typed("eps", "0.01"), _typed("deterministic", "true"), _typed("node_limit", "7")
-    (0.01, True, 7)
-    >>> _typed("eps", "small")
-    'small'
+    >>> [o.name for o in map_options()]
+    ['mapping', 'instantiation', 'eps', 'deterministic', 'node_limit']
     """
-    kind = _TYPES[key]
-    low = text.strip().lower()
-    if kind is bool:
-        return {"true": True, "1": True, "yes": True, "false": False, "0": False,
-                "no": False}.get(low, text)
-    try:
-        return kind(low)
-    except ValueError:
-        return text
+    from dnnpart.solvers import get_method
+    from dnnpart.solvers.method import Option
+
+    parmesan = get_method("parmesan")
+    shared = tuple(parmesan.option(name) for name in ("mapping", "instantiation", "eps", "deterministic"))
+    return (*shared, Option("node_limit", int, None, "search nodes per target at most", minimum=1))
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    from dnnpart.limits import check_seed, check_threads
+
+    opts = parse_typed(args.options, map_options(), "map")
+    opts = {k: v for k, v in opts.items() if v is not None}
+    if args.gap is not None:
+        opts["eps"] = args.gap
+    if args.time_limit is not None:
+        opts["time_limit"] = args.time_limit
+    if args.threads is not None:
+        opts["threads"] = check_threads(args.threads)
+    if args.seed is not None:
+        opts["seed"] = check_seed(args.seed)
+    if "time_limit" in opts and not opts["time_limit"] > 0:
+        raise UsageError(f"--time-limit must be > 0 seconds, got {opts['time_limit']}")
+    eps = opts.get("eps", 1e-3)
+    if not 0 < eps < 1:
+        raise UsageError(f"--set eps / --gap: expected a number in (0, 1), got {eps!r}")
+    return opts
 
 
 def cmd_map(args: argparse.Namespace, out: Renderer) -> int:

@@ -29,8 +29,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_report(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.limits import check_microbatches
     from dnnpart.workflow import write_report
 
+    if args.microbatches is not None:  # 0 is refused, not read as "the plan's"
+        check_microbatches(args.microbatches)
     check_outputs(out, {"--out": args.out})
     with command_progress(out, "report") as progress:
         written = write_report(args.plan, args.out, schedule=args.schedule,

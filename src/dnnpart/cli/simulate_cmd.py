@@ -58,13 +58,14 @@ _PROBLEM_FLAGS = {
 
 
 def cmd_simulate(args: argparse.Namespace, out: Renderer) -> int:
-    from dnnpart.errors import FormatError, UsageError
+    from dnnpart.errors import UsageError
     from dnnpart.io import read_plan
+    from dnnpart.limits import check_microbatches
     from dnnpart.workflow import load_problem, simulate_plan
     from dnnpart.workflow.phases import phase
 
-    if args.microbatches is not None and args.microbatches < 1:
-        raise FormatError(f"--microbatches {args.microbatches}: expected an integer >= 1")
+    if args.microbatches is not None:
+        check_microbatches(args.microbatches)
     check_outputs(out, {"--trace": args.trace})
     settings: dict[str, Any] = {
         "level": args.level, "schedule": args.schedule, "microbatches": args.microbatches,

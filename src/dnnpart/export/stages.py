@@ -154,13 +154,44 @@ def split_module(gm: fx.GraphModule, device_of: Mapping[str, int],
             )
         )
 
-    template = fx.node.map_arg(output_node.args[0], lambda a: _ValueRef(a.name))
+    template = _module_structure(gm, fx.node.map_arg(output_node.args[0], lambda a: _ValueRef(a.name)))
     return StagedProgram(
         stages=tuple(stages),
         input_names=tuple(n.name for n in gm.graph.nodes if n.op == "placeholder"),
         output_template=template,
         output_values=tuple(final_values),
     )
+
+
+def _module_structure(gm: fx.GraphModule, flat: Any) -> Any:
+    """The output template in the structure the module itself returns.
+
+    ``torch.export`` flattens a module's outputs (``(y, (h, 2 * h))`` and ``{"y": y, "h": h}``
+    become flat tuples, ``None`` leaves are dropped) and keeps the structure as the graph's
+    ``out_spec``; the unpartitioned module still returns the nested one, so the distributed
+    run's outputs are rebuilt the same way before they are compared (``dnnpart run`` compared
+    a flat tuple with the nested reference: ``zip() argument 2 is longer``). Structures other
+    than tuples, lists, dicts and ``None`` stay flat.
+    """
+    info = getattr(gm.graph._codegen, "pytree_info", None)
+    spec = getattr(info, "out_spec", None)
+    leaves = list(flat) if isinstance(flat, (tuple, list)) else [flat]
+    if spec is None or spec.num_leaves != len(leaves):
+        return flat
+    from torch.utils import _pytree as pytree
+
+    nested = pytree.tree_unflatten(leaves, spec)
+    return nested if _plain(nested) else flat
+
+
+def _plain(x: Any) -> bool:
+    if isinstance(x, _ValueRef) or x is None:
+        return True
+    if type(x) in (tuple, list):
+        return all(_plain(v) for v in x)
+    if type(x) is dict:
+        return all(_plain(v) for v in x.values())
+    return False
 
 
 def assemble_output(program: StagedProgram, values: Mapping[str, Any]) -> Any:

@@ -52,6 +52,7 @@ from typing import Any
 
 from dnnpart._optional import require
 from dnnpart.errors import FormatError
+from dnnpart.limits import MAX_CONFIG_BYTES, check_estimate, check_int_range, check_nesting, read_bounded
 
 #: Hyphenated names accepted for a model type whose transformers defaults are that size.
 ALIASES = {
@@ -108,26 +109,118 @@ def parse_hf_spec(spec: str, config_file: str | Path | None = None) -> HFSpec:
     model_type = ALIASES.get(arch, arch)
     overrides: dict[str, Any] = {}
     if config_file is not None:
-        path = Path(config_file)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise FormatError(f"--config {path}: no such file") from None
-        except (OSError, ValueError) as exc:
-            raise FormatError(f"--config {path}: not a JSON file ({exc})") from None
-        if not isinstance(data, dict):
-            raise FormatError(f"--config {path}: expected a JSON object of config overrides")
-        overrides.update(data)
+        overrides.update(read_config_file(config_file))
+    check_nesting(rest, spec)
     for item in _split_top_level(rest):
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq or not key.isidentifier():
-            raise FormatError(f"{spec}: override {item!r}: expected KEY=VALUE")
+            raise FormatError(f"{spec}: override {item[:60]!r}: expected KEY=VALUE")
         try:
             overrides[key] = json.loads(value)
         except ValueError:
             overrides[key] = value
+    check_override_sizes(overrides, spec)
     return HFSpec(model_type=model_type, overrides=overrides)
+
+
+def read_config_file(config_file: str | Path) -> dict[str, Any]:
+    """The JSON object of a ``--config`` file, read through the bounded reader
+    (:func:`~dnnpart.limits.read_bounded`, at most :data:`~dnnpart.limits.MAX_CONFIG_BYTES`;
+    ``/dev/zero`` or a FIFO is refused at once)."""
+    path = Path(config_file)
+    try:
+        raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="JSON file of config overrides")
+    except FormatError as exc:
+        raise FormatError(f"--config {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError(f"--config {path}: not a UTF-8 JSON file") from None
+    check_nesting(text, f"--config {path}")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise FormatError(f"--config {path}: not a JSON file ({_first_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise FormatError(f"--config {path}: expected a JSON object of config overrides")
+    return data
+
+
+_LAYERS = "capture time and the graph grow with every layer; the largest published models have ~130"
+_WIDTH = "tensor sizes and FLOPs multiply it"
+#: Size-like config fields, recognised by name (first match wins): ``(name parts, low, high,
+#: why)``. Integers (and lists of integers: Swin's ``depths``) are checked; other values go to
+#: transformers' own validation.
+SIZE_FIELDS: tuple[tuple[tuple[str, ...], int, int, str], ...] = (
+    (("vocab",), 1, 1 << 20, "the embedding and the LM head multiply it"),
+    (("position", "n_ctx", "seq_len", "max_length", "context"), 1, 1 << 20,
+     "position tables and attention grow with it"),
+    (("image_size", "patch_size"), 1, 8192, "tensor sizes multiply it"),
+    (("channels", "mel_bins"), 1, 4096, "tensor sizes multiply it"),
+    (("head_dim", "d_kv"), 1, 1 << 16, _WIDTH),
+    (("head",), 1, 1024, "one attention group per head"),
+    (("layer", "depth"), 1, 256, _LAYERS),
+    (("expert",), 1, 1024, "one weight matrix per expert"),
+    (("num_labels",), 1, 1 << 20, "the classifier multiplies it"),
+    (("hidden", "n_embd", "d_model", "dim", "intermediate", "ffn", "d_ff", "n_inner",
+      "embedding_size", "d_inner", "state_size"), 1, 1 << 16, _WIDTH),
+)
+#: Most layers of all stacks together (encoder + decoder...).
+MAX_LAYERS = 256
+#: Largest model ``run`` builds with real weights (bytes of float32 parameters): every
+#: process of a partitioned run holds them.
+MAX_WEIGHT_BYTES = 4 << 30
+#: Integers of other fields (token ids, window sizes...) stay in int32.
+_INT32 = 2**31
+
+
+def size_field(key: str) -> tuple[int, int, str] | None:
+    """``(low, high, why)`` of a size-like config field, by its name; ``None`` otherwise.
+
+    Examples
+    --------
+    >>> size_field("n_layer")[:2], size_field("num_attention_heads")[:2], size_field("pad_token_id")
+    ((1, 256), (1, 1024), None)
+    """
+    low = key.lower()
+    if low.endswith(("_id", "_ids")) or low.startswith(("use_", "is_", "output_")):
+        return None
+    for parts, lo, hi, why in SIZE_FIELDS:
+        if any(part in low for part in parts):
+            return lo, hi, why
+    return None
+
+
+def check_override_sizes(overrides: dict[str, Any], spec: str) -> None:
+    """Refuse size-like overrides outside their range (:data:`SIZE_FIELDS`), integers past
+    int32 elsewhere, and more than :data:`MAX_LAYERS` layers in all, before transformers sees
+    them (``n_layer=1000000000`` used to hang, ``n_layer=-1`` to build an empty model).
+
+    Examples
+    --------
+    >>> check_override_sizes({"n_layer": -1}, "hf:gpt2:n_layer=-1")
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: hf:gpt2:n_layer=-1: n_layer: expected an integer in 1..256, got -1
+    """
+    layers = 0
+    for key, value in overrides.items():
+        bound = size_field(key)
+        values = value if isinstance(value, list) else [value]
+        for i, item in enumerate(values):
+            if isinstance(item, bool) or not isinstance(item, int):
+                continue
+            where = f"{spec}: {key}" + (f"[{i}]" if isinstance(value, list) else "")
+            if bound is None:
+                check_int_range(item, where, -_INT32, _INT32 - 1)
+                continue
+            check_int_range(item, where, *bound)
+            if bound[2] is _LAYERS:
+                layers += item
+    if layers > MAX_LAYERS:
+        raise FormatError(f"{spec}: {layers} layers in all, more than the {MAX_LAYERS} dnnpart "
+                          f"captures ({_LAYERS})")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -152,7 +245,9 @@ def build_config(parsed: HFSpec, spec: str) -> Any:
     # messages; what the user must know is in our notes and errors
     transformers.logging.set_verbosity_error()
     try:
-        default = transformers.AutoConfig.for_model(parsed.model_type)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' config warnings: ours say what matters
+            default = transformers.AutoConfig.for_model(parsed.model_type)
     except ValueError:
         raise FormatError(
             f"{spec}: unknown model type {parsed.model_type!r}; expected a transformers model type "
@@ -164,7 +259,9 @@ def build_config(parsed: HFSpec, spec: str) -> Any:
             raise FormatError(f"{spec}: {key}: not a field of {type(default).__name__}")
     try:
         # through the constructor, so derived fields (Swin's hidden_size) follow the overrides
-        config = transformers.AutoConfig.for_model(parsed.model_type, **parsed.overrides)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = transformers.AutoConfig.for_model(parsed.model_type, **parsed.overrides)
     except Exception as exc:  # transformers' validators raise their own error types
         raise FormatError(f"{spec}: invalid config ({_first_line(exc)})") from None
     if hasattr(config, "use_cache"):
@@ -244,11 +341,16 @@ def build_hf_model(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if materialize:
+            with torch.device("meta"):  # no memory: what the weights would take is counted first
                 inner = auto.from_config(config)
-            else:
-                with torch.device("meta"):
-                    inner = auto.from_config(config)
+            if materialize:
+                weights = 4 * sum(p.numel() for p in inner.parameters())
+                check_estimate(weights, MAX_WEIGHT_BYTES, f"{spec}: the model's size", "float32 weights",
+                               "`run` builds the weights in every process; give smaller sizes")
+                torch.manual_seed(seed)
+                inner = auto.from_config(config)
+    except FormatError:
+        raise
     except Exception as exc:  # a bad combination of config values fails anywhere inside
         raise FormatError(f"{spec}: transformers could not build the model ({_first_line(exc)})") from None
     inner.eval()

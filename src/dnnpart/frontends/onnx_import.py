@@ -19,6 +19,7 @@ from dnnpart.cost.ops import OpSpec, canonical_op
 from dnnpart.errors import FormatError
 from dnnpart.frontends.build import ImportedModel, price_model
 from dnnpart.frontends.ir import ModelIR, OpRecord
+from dnnpart.limits import printable
 
 if TYPE_CHECKING:
     import onnx
@@ -78,9 +79,41 @@ def import_onnx(
     """
     model = source if not isinstance(source, (str, Path)) else load_onnx(source)
     label = name or (Path(source).stem if isinstance(source, (str, Path)) else model.graph.name or "onnx")
+    check_header(model, str(source) if isinstance(source, (str, Path)) else label)
     model = _with_input_shapes(model, input_shapes, label)
     ir = model_ir(model, name=label)
     return price_model(ir, cost_model or CostModel.from_presets(), training=training)
+
+
+def check_header(model: onnx.ModelProto, where: str) -> None:
+    """Refuse what a model's operators cannot mean: an ONNX opset newer than the installed
+    ``onnx`` knows (its operators' semantics are unknown to shape inference and pricing), and a
+    graph output listed twice.
+
+    Examples
+    --------
+    >>> import pytest; onnx = pytest.importorskip("onnx")
+    >>> from onnx import TensorProto, helper
+    >>> g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])] * 2)
+    >>> check_header(helper.make_model(g), "m.onnx")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: m.onnx: graph.output[1]: 'y' is listed twice ...
+    """
+    onnx_mod = require("onnx", extra="onnx", caller="the ONNX frontend")
+    newest = int(onnx_mod.defs.onnx_opset_version())
+    for i, entry in enumerate(model.opset_import):
+        if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
+            raise FormatError(f"{where}: opset_import[{i}].version: expected an ONNX opset in "
+                              f"1..{newest} (the installed onnx {onnx_mod.__version__}), got {entry.version}")
+    seen: set[str] = set()
+    for i, out in enumerate(model.graph.output):
+        if out.name in seen:
+            raise FormatError(f"{where}: graph.output[{i}]: {printable(out.name)[:80]!r} is listed twice "
+                              "(each graph output names a distinct value)")
+        seen.add(out.name)
 
 
 def _with_input_shapes(

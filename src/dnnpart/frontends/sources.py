@@ -38,6 +38,7 @@ from dnnpart.cost.model import CostModel
 from dnnpart.errors import FormatError, MissingDependencyError, UsageError
 from dnnpart.frontends.build import ImportedModel
 from dnnpart.frontends.ir import ModelIR
+from dnnpart.limits import check_input_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -289,6 +290,10 @@ def resolve_model(
             f"model {spec!r}: expected FILE.onnx, builtin:NAME, torchvision:NAME, hf:ARCH "
             "or module:PACKAGE.MODULE:CALLABLE"
         )
+    if kind == "hf":  # its sizes are checked before torch and transformers load (seconds)
+        from dnnpart.frontends.hf import parse_hf_spec
+
+        parse_hf_spec(spec, config_file)
     require("torch", extra="torch", caller=f"model {spec!r}")
     if kind == "hf":
         return _hf_source(spec, shapes, input_dtype, named, seed=seed, frontend=frontend,
@@ -325,9 +330,8 @@ def _torch_source(spec: str, module: Any, shapes: list[tuple[int, ...]], dtypes:
                   model_class: str = "", notes: tuple[str, ...] = ()) -> ModelSource:
     module.eval()
     dtype = _joined(dtypes)
-    inputs = example_inputs(shapes, dtype, seed=seed, module=module)
-    if _on_meta(module):
-        inputs = tuple(x.to("meta") for x in inputs)
+    # a meta-device model gets meta inputs, made there: nothing allocated, whatever the shape
+    inputs = example_inputs(shapes, dtype, seed=seed, module=module, meta=_on_meta(module))
     return ModelSource(spec=spec, module=module, input_shapes=shapes, input_dtype=dtype,
                        input_names=names, example_inputs=inputs, frontend=frontend,
                        strip_prefix=strip, model_class=model_class or type(module).__name__,
@@ -412,18 +416,35 @@ def _on_meta(module: Any) -> bool:
 
 
 def example_inputs(
-    shapes: Sequence[tuple[int, ...]], dtype: str | Sequence[str], *, seed: int = 0, module: Any = None
+    shapes: Sequence[tuple[int, ...]], dtype: str | Sequence[str], *, seed: int = 0, module: Any = None,
+    meta: bool = False,
 ) -> tuple[Any, ...]:
     """Deterministic random inputs: normal floats; token ids below the vocabulary (the
     module's ``vocab_size`` where it has one, else its first embedding's size); ones for
     inputs named as masks (``module.input_names``).
 
     ``dtype`` is one dtype for all inputs, one per input joined by commas, or a sequence.
+    ``meta``: empty tensors on the meta device (shapes and dtypes only, nothing allocated).
+    The sizes are checked first (:func:`~dnnpart.limits.check_input_bytes`): at most 1 GiB on
+    the CPU, ``2**40`` elements per input on the meta device.
+
+    Examples
+    --------
+    >>> example_inputs([(10**6, 3, 10**3, 10**3)], "float32")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: --input-shape/--input 1000000x3x1000x1000: 12,000,000,000,000 bytes, ...
+    >>> example_inputs([(10**5, 3, 10**3, 10**3)], "float32", meta=True)[0].is_meta  # 1.2 TB, on meta
+    True
     """
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
     dtypes = _dtypes(dtype, len(shapes))
+    check_input_bytes(shapes, [getattr(torch, dt).itemsize for dt in dtypes], meta=meta)
+    if meta:
+        return tuple(torch.empty(shape, dtype=getattr(torch, dt), device="meta")
+                     for shape, dt in zip(shapes, dtypes, strict=True))
+    gen = torch.Generator().manual_seed(seed)
     names = tuple(getattr(module, "input_names", ()) or ())
     high = getattr(module, "vocab_size", None) if module is not None else None
     if not isinstance(high, int) or high <= 0:

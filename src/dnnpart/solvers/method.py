@@ -148,9 +148,10 @@ class Option:
             text += f" in [{lo}, {hi}]" if lo and hi else (f" >= {lo}" if lo else f" <= {hi}")
         return text
 
-    def parse(self, raw: str, method: str = "") -> Any:
-        """Convert command-line text to this option's type (then :meth:`check`)."""
-        where = f"{method + ': ' if method else ''}option {self.name}"
+    def parse(self, raw: str, method: str = "", *, where: str | None = None) -> Any:
+        """Convert command-line text to this option's type (then :meth:`check`); ``where``
+        replaces ``METHOD: option NAME`` in the messages."""
+        where = where or f"{method + ': ' if method else ''}option {self.name}"
         value: Any = raw
         low = raw.strip().lower()
         if (self.default is None or self.nullable) and low in ("none", "null", "off"):
@@ -175,11 +176,11 @@ class Option:
                 value = float(low)
             except ValueError:
                 raise UsageError(f"{where}: expected a number, got {raw[:40]!r}") from None
-        return self.check(value, method)
+        return self.check(value, method, where=where)
 
-    def check(self, value: Any, method: str = "") -> Any:
+    def check(self, value: Any, method: str = "", *, where: str | None = None) -> Any:
         """Validate a typed value; returns it normalised (numpy scalars to Python)."""
-        where = f"{method + ': ' if method else ''}option {self.name}"
+        where = where or f"{method + ': ' if method else ''}option {self.name}"
         if value is None and (self.default is None or self.nullable):
             return None
         got = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."

@@ -28,13 +28,14 @@ def plot_bandwidth(cluster: Cluster, path: str | Path) -> None:
         raise MissingDependencyError("--plot needs matplotlib (pip install 'dnnpart[viz]')") from None
     bw = cluster.bandwidth.copy()
     np.fill_diagonal(bw, np.nan)
-    fig, ax = plt.subplots(figsize=(6, 5))
-    im = ax.imshow(bw / 1e9, cmap="viridis")
-    fig.colorbar(im, ax=ax, label="routed bandwidth (GB/s)")
-    ax.set_title(f"{cluster.name}: widest-path bandwidth")
-    ax.set_xlabel("device")
-    ax.set_ylabel("device")
-    fig.tight_layout()
+    with matplotlib.rc_context({"text.parse_math": False}):  # the cluster's name is text, not mathtext
+        fig, ax = plt.subplots(figsize=(6, 5))
+        im = ax.imshow(bw / 1e9, cmap="viridis")
+        fig.colorbar(im, ax=ax, label="routed bandwidth (GB/s)")
+        ax.set_title(f"{cluster.name}: widest-path bandwidth")
+        ax.set_xlabel("device")
+        ax.set_ylabel("device")
+        fig.tight_layout()
     from dnnpart.io.output_files import open_output
 
     # the one writer (a device or FIFO in place); the format from the suffix, else PNG

@@ -283,6 +283,12 @@ def build_report(rep: ReportInput) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
+    # names come from files: "$\\frac{1}{$" is a device name, not mathtext to parse
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _build_report(rep)
+
+
+def _build_report(rep: ReportInput) -> str:
     import matplotlib.pyplot as plt
 
     from dnnpart.evaluate.diagnose import bottleneck, bound_is_one_operator, host_offload

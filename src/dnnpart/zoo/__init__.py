@@ -2,7 +2,7 @@
 
 Specs name a model and optionally its training variant: ``"zoo:bert-3"``,
 ``"zoo:bert-12-training"``, ``"zoo:resnet50"``, ``"zoo:resnet18-training"``. ``bert-<L>`` is
-parsed for any ``L >= 1`` (BERT-base width); ResNets come in depths 18, 34, 50, 101 and 152.
+parsed for any ``L`` in ``1..4096`` (BERT-base width); ResNets come in depths 18, 34, 50, 101 and 152.
 The ``zoo:`` prefix is optional.
 
 Paper 2's workloads are captured from torch definitions (:mod:`dnnpart.zoo.captured`:
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dnnpart.errors import UsageError
+from dnnpart.limits import check_int_range
 
 if TYPE_CHECKING:
     from dnnpart.problem import Problem
@@ -37,6 +38,8 @@ ACCELERATOR_MEMORY_BYTES = 16e9
 _SMALL_BERT_LAYERS = 6
 _SMALL_RESNETS = (18, 34)
 _RESNET_DEPTHS = (18, 34, 50, 101, 152)
+#: Most layers of ``zoo:bert-<L>`` (a graph of ~135,000 operators).
+MAX_BERT_LAYERS = 4096
 _SPEC_RE = re.compile(r"^(?:(bert)-(\d+)|(resnet)(\d+))(-training)?$")
 
 
@@ -115,13 +118,15 @@ def parse_spec(spec: str) -> ExampleSpec:
     if match:
         training = match.group(5) is not None
         if match.group(1) and int(match.group(2)) >= 1:
-            parsed = ExampleSpec("bert", int(match.group(2)), training)
+            layers = check_int_range(int(match.group(2)), f"{spec}: layers", 1, MAX_BERT_LAYERS,
+                                     "the graph has ~33 operators per layer")
+            parsed = ExampleSpec("bert", layers, training)
         elif match.group(3) and int(match.group(4)) in _RESNET_DEPTHS:
             parsed = ExampleSpec("resnet", int(match.group(4)), training)
     if parsed is None:
         raise UsageError(
             f"unknown example {spec!r}; valid examples are {', '.join(EXAMPLES)} "
-            f"(and {PREFIX}bert-<L>[-training] for any number of layers L >= 1)"
+            f"(and {PREFIX}bert-<L>[-training] for any number of layers L in 1..{MAX_BERT_LAYERS})"
         )
     return parsed
 

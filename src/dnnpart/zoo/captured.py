@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dnnpart.errors import FormatError
+from dnnpart.limits import check_int_range
 
 if TYPE_CHECKING:
     from dnnpart.frontends.sources import ModelSource
@@ -101,10 +102,39 @@ def parse_workload(spec: str) -> tuple[str, dict[str, Any]]:
             raise FormatError(f"{spec}: {key}: expected an integer, got {value!r}") from None
         if number < (0 if key == "training" else 1):
             raise FormatError(f"{spec}: {key}: expected a positive integer, got {number}")
-        params[key] = number
+        low, high, why = PARAMETER_BOUNDS[key]
+        params[key] = check_int_range(number, f"{spec}: {key}", low, high, why)
     if name == "wide-resnet" and (params["depth"] - 4) % 6:
         raise FormatError(f"{spec}: depth: a wide ResNet has depth 6n + 4 (10, 16, 22, 28, ...)")
+    if "seq" in params and "layers" in params and name != "deep-transformer":
+        cells = params["layers"] * params["seq"]  # the LSTM is unrolled: one cell per layer and step
+        if cells > MAX_UNROLLED_CELLS:
+            raise FormatError(f"{spec}: layers, seq: {cells:,} unrolled LSTM cells (layers x seq), more "
+                              f"than the {MAX_UNROLLED_CELLS:,} dnnpart captures (~15 operators each, "
+                              "3x with the backward pass)")
     return name, params
+
+
+_CAPTURE = "capture time and the graph grow with it"
+#: ``(low, high, why)`` of every integer parameter: generous beside the papers' sizes, small
+#: enough that a capture ends in minutes and its graph stays below a million operators.
+PARAMETER_BOUNDS: dict[str, tuple[int, int, str]] = {
+    "layers": (1, 256, _CAPTURE),
+    "seq": (1, 4096, _CAPTURE),
+    "convs": (1, 256, _CAPTURE),
+    "depth": (10, 1000, _CAPTURE),
+    "hidden": (1, 65536, "tensor sizes multiply it"),
+    "width": (1, 65536, "tensor sizes multiply it"),
+    "channels": (1, 65536, "tensor sizes multiply it"),
+    "widen": (1, 64, "tensor sizes multiply it"),
+    "heads": (1, 1024, "one operator group per head"),
+    "vocab": (1, 1 << 20, "the embedding and classifier multiply it"),
+    "classes": (1, 1 << 20, "the classifier multiplies it"),
+    "batch": (1, 1 << 16, "tensor sizes multiply it"),
+    "training": (0, 1, "a flag"),
+}
+#: Most LSTM cells (layers x steps) of an unrolled recurrent workload: Word-RNN-2 has 800.
+MAX_UNROLLED_CELLS = 20_000
 
 
 def workload_source(name: str, params: dict[str, Any]) -> ModelSource:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dnnpart.limits import max_threads
 from dnnpart.solvers.dp.hierarchy import DEFAULT_MAX_HIERARCHY_IDEALS
 from dnnpart.solvers.dp.ideals import DEFAULT_MAX_IDEALS, DEFAULT_MAX_MEMORY_BYTES
 from dnnpart.solvers.dp.solve import solve_dp, solve_dpl
@@ -22,7 +23,7 @@ DP = MethodInfo(
         Option("work_bound", bool, True,
                "skip DP cells the work bound rules out below DPL's value (exact either way)"),
         Option("threads", int, None, "threads filling the rows of large lattices (default: all "
-               "cores)", minimum=1),
+               "cores)", minimum=1, maximum=max_threads()),
         Option("merge_trivial", bool, True, "merge zero-time nodes into their only neighbour"),
         Option("peel", bool, True, "large lattices: first solve the graph without its light "
                "side nodes, a lower bound, and extend (exact either way)"),

@@ -38,8 +38,10 @@ Choices where the paper is silent (also in ``docs/methods/parmesan.md``):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -392,9 +394,29 @@ def target_fractions(workers: int, level: int) -> list[float]:
 _WORKER_SPACE: SearchSpace | None = None
 
 
-def _init_worker(space: SearchSpace) -> None:
+def _init_worker(space: SearchSpace | None) -> None:
     global _WORKER_SPACE
+    # Ctrl-C reaches the whole process group: the parent stops the search (and these
+    # workers); a worker that took it itself would print a KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER_SPACE = space
+
+
+def start_pool(workers: int, space: SearchSpace | None) -> ProcessPoolExecutor:
+    """The mapper's worker processes, each holding ``space`` and ignoring SIGINT."""
+    import multiprocessing  # lazy, like the pool: the method catalog imports this module
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(space,))
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's worker processes now (they ignore SIGINT; see :func:`_init_worker`)."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.terminate()
 
 
 def _worker(t: float, deadline: float | None, node_limit: int | None) -> tuple[int, Any, int]:
@@ -471,12 +493,7 @@ def map_stages(
     workers = max(1, int(threads))
     pool: ProcessPoolExecutor | None = None
     if workers > 1:
-        import multiprocessing  # lazy, like the pool: the method catalog imports this module
-        from concurrent.futures import ProcessPoolExecutor
-
-        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                   initializer=_init_worker, initargs=(space,))
+        pool = start_pool(workers, space)
 
     def run_targets(targets: list[float]) -> list[tuple[int, Any, int]]:
         budget_deadline = None
@@ -536,6 +553,10 @@ def map_stages(
             if level > _MAX_LEVEL or (node_limit is not None and deterministic
                                       and level > 2):
                 cut = True
+    except BaseException:
+        if pool is not None:  # Ctrl-C or a backstop: stop the workers, not wait for their targets
+            kill_workers(pool)
+        raise
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -76,6 +76,7 @@ import numpy as np
 from dnnpart import interrupt
 from dnnpart.errors import ProblemTooLargeError, UsageError
 from dnnpart.evaluate import evaluate
+from dnnpart.limits import MAX_SEED, max_threads
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.pricing.pairs import Topology
 from dnnpart.pricing.stages import max_stage_time
@@ -361,9 +362,9 @@ def pipeline_options(*, clustering: bool, refinement: bool, seed_option: bool,
         Option("gap", float, None, "same as eps", minimum=1e-12, maximum=0.999),
         Option("optimizer_states", float, 2.0, "optimizer state copies of the weights (Adam: 2)",
                minimum=0.0),
-        Option("threads", int, 1, "mapper worker processes", minimum=1),
+        Option("threads", int, 1, "mapper worker processes", minimum=1, maximum=max_threads()),
         Option("deterministic", bool, False, "budget mapper targets by nodes, not the clock"),
-        Option("seed", int, 0, "seed of the random mapping", minimum=0),
+        Option("seed", int, 0, "seed of the random mapping", minimum=0, maximum=MAX_SEED),
         Option("max_ideals", int, DEFAULT_MAX_IDEALS, "cap on the DP's ideal lattice", minimum=1),
         Option("sim_search", bool, True, "with mapping=parmesan: improve the best candidate "
                "mapping by device swaps scored by the simulator (not with paper_only)"),
