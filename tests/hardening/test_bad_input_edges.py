@@ -161,6 +161,22 @@ def test_graph_ids_take_the_whole_int64_range() -> None:
     assert sorted(int(i) for i in g.original_ids) == ids
 
 
+def test_a_graph_file_takes_int64_ids_at_both_ends_and_refuses_one_past(tmp_path: Path) -> None:
+    from corpus import reference_graph
+
+    for low, code in ((-(2**63), 0), (-(2**63) - 1, 2)):
+        g = reference_graph(3)
+        g["nodes"][0]["id"] = low
+        for e in g["edges"]:
+            e["sourceId"] = low if e["sourceId"] == 0 else e["sourceId"]
+        path = tmp_path / f"g{code}.json"
+        path.write_text(json.dumps(g))
+        got, _, err = run_cli(["info", str(path)])
+        assert got == code, err
+        if code:
+            assert_one_error_line(got, err, must_name="id")
+
+
 def _nested_model() -> Any:
     """Returns a tuple holding a tuple, a dict and an empty dict: the exported graph's flat
     outputs and the module's own differ in length and nesting."""
@@ -213,3 +229,16 @@ def test_hf_extra_input_shapes_and_quiet_transformers() -> None:
     code, _, err = run_cli(["info", "hf:gpt2:n_layer=1,n_embd=64,n_head=2,vocab_size=10", "--json"])
     assert code == 0, err
     assert not [line for line in err.splitlines() if line.strip()], err
+
+
+def test_info_on_a_huge_graph_ends_in_bounded_time() -> None:
+    """The summary's count of the DP's ideals runs on a small memory budget (a 100,000-node
+    graph took 50 s in the lattice enumeration alone)."""
+    import subprocess
+    import time
+
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "dnnpart", "info", "zoo:synthetic:nodes=100000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 30

@@ -41,8 +41,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
+    from dnnpart.limits import check_microbatches
     from dnnpart.workflow import RunResult, TrainingRunResult, run_plan
 
+    if args.microbatches is not None:  # at the edge, before the plan is read
+        check_microbatches(args.microbatches)
     with command_progress(out, "run") as progress:
         ran = run_plan(args.plan, model=args.model, trust=args.trust_plan, nproc=args.nproc,
                        microbatches=args.microbatches, schedule=args.schedule, steps=args.steps,

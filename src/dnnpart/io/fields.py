@@ -16,6 +16,7 @@ from dnnpart.limits import read_bounded
 
 MISSING: Any = object()
 _INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
 
 
 def _short_repr() -> reprlib.Repr:
@@ -115,8 +116,8 @@ def integer(value: Any, where: str, *, minimum: int | None = None) -> int:
         raise FormatError(f"{where}: expected an integer, got {describe(value)}")
     if minimum is not None and value < minimum:
         raise FormatError(f"{where}: expected an integer >= {minimum}, got {describe(value)}")
-    if abs(value) > _INT64_MAX:
-        raise FormatError(f"{where}: expected an integer below 2**63, got {len(str(abs(value)))} digits")
+    if not _INT64_MIN <= value <= _INT64_MAX:  # the int64 range, -2**63 included
+        raise FormatError(f"{where}: expected a 64-bit integer, got {describe(value)}")
     return value
 
 
@@ -174,7 +175,7 @@ def _fast_column(
             return None
         ok = bool(np.all(np.isfinite(arr)) and np.all(arr >= 0.0))
     elif parse is integer and kinds <= {int}:
-        ok = not values or (max(values) <= _INT64_MAX and min(values) >= -_INT64_MAX)
+        ok = not values or (max(values) <= _INT64_MAX and min(values) >= _INT64_MIN)
     elif parse is flag and kinds <= {bool, int}:
         ok = all(x in (0, 1) for x in values)
     else:

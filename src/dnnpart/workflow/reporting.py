@@ -78,9 +78,14 @@ def write_report(
         from dnnpart.workflow.loading import check_model_fields
 
         check_model_fields(stored, plan)  # read below before load_plan checks it
-    micro = microbatches or int(stored.get("microbatches") or 4)
-    if micro < 1:
-        raise FormatError(f"--microbatches {micro}: expected >= 1")
+    from dnnpart.limits import check_microbatches
+
+    if microbatches is not None:
+        micro = check_microbatches(microbatches)
+    elif stored.get("microbatches") is not None:
+        micro = check_microbatches(stored["microbatches"], "the plan's model.microbatches")
+    else:
+        micro = 4
     measured = _run_measurement(run) if run is not None else None
     if not isinstance(plan, PlannedModel):
         with phase(progress, loading_phase(plan, runnable=False)):

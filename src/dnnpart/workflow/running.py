@@ -335,16 +335,18 @@ def planned_microbatches(planned: PlannedModel, asked: int | None) -> int:
 
     Raises
     ------
-    UsageError
-        ``asked`` is below 1.
+    FormatError
+        ``asked`` or the plan's value outside ``1..MAX_MICROBATCHES`` (:mod:`dnnpart.limits`).
     """
-    if asked is not None and (isinstance(asked, bool) or asked < 1):
-        raise UsageError(f"--microbatches {asked}: expected an integer >= 1")
+    from dnnpart.limits import check_microbatches
+
     if asked is not None:
-        return int(asked)
+        return check_microbatches(asked)
     stored = planned.microbatches if planned.microbatches is not None else \
         (planned.model_block or {}).get("microbatches")
-    return int(stored) if isinstance(stored, int) and stored >= 1 else DEFAULT_MICROBATCHES
+    if stored is None:
+        return DEFAULT_MICROBATCHES
+    return check_microbatches(stored, "the plan's model.microbatches")
 
 
 def planned_schedule(planned: PlannedModel, asked: str | None) -> str:

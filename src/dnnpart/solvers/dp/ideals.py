@@ -114,7 +114,9 @@ def enumerate_stage_ideals(
     by_memory, max_edges = lattice_budget(n, int(max_memory_bytes), bytes_per_ideal)
     cap = int(min(max_ideals, by_memory))
     small = None
-    if not_compiled(enumerate_lattice):  # numba not loaded for it yet: try plain Python
+    # a DAG of n nodes has at least n + 1 ideals: past the plain walk's cap it cannot finish,
+    # and each of its steps copies a frontier that can hold every node
+    if not_compiled(enumerate_lattice) and n < min(cap, SMALL_IDEALS):  # try plain Python
         small = enumerate_small(n, stage.pred_ptr, stage.pred_idx, stage.succ_ptr,
                                 stage.succ_idx, min(cap, SMALL_IDEALS), int(max_edges))
     if small is not None:
