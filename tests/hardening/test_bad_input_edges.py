@@ -235,10 +235,8 @@ def test_info_on_a_huge_graph_ends_in_bounded_time() -> None:
     """The summary's count of the DP's ideals runs on a small memory budget (a 100,000-node
     graph took 50 s in the lattice enumeration alone)."""
     import subprocess
-    import time
 
-    start = time.monotonic()
+    # the issue's bound on any input: 30 s (a hang raises TimeoutExpired)
     done = subprocess.run([sys.executable, "-m", "dnnpart", "info", "zoo:synthetic:nodes=100000"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - start < 30
