@@ -119,8 +119,24 @@ def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str) -> No
     try:
         while not ctx.join():
             pass
+    except KeyboardInterrupt:  # Ctrl-C: the workers ignore it (quiet_worker); end them here
+        for proc in ctx.processes:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in ctx.processes:
+            proc.join(timeout=5)
+        raise
     except Exception as exc:  # ProcessRaisedException, ProcessExitedException
         raise RuntimeError(f"a worker of {what} failed: {exc}") from None
+
+
+def quiet_worker() -> None:
+    """First call of a worker process: Ctrl-C at the terminal reaches the whole process
+    group, and the parent (:func:`run_workers`) ends the workers, so they ignore it rather
+    than each printing a traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _free_port() -> int:
@@ -149,6 +165,7 @@ def _worker(
     from dnnpart.export.allocator import keep_freed_heap
     from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
 
+    quiet_worker()
     keep_freed_heap()  # the heap the cost model prices (dnnpart.export.allocator)
     torch.set_num_threads(threads)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")

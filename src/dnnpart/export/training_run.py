@@ -437,7 +437,9 @@ def _worker(
 
     from dnnpart.export.allocator import keep_freed_heap
     from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
+    from dnnpart.export.runtime import quiet_worker
 
+    quiet_worker()
     keep_freed_heap()  # the heap the cost model prices (dnnpart.export.allocator)
     torch.set_num_threads(1)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")

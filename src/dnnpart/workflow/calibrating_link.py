@@ -74,6 +74,9 @@ def _worker(rank: int, world: int, port: int, sizes: tuple[int, ...], repeats: i
     import torch
     import torch.distributed as dist
 
+    from dnnpart.export.runtime import quiet_worker
+
+    quiet_worker()
     torch.set_num_threads(threads)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
