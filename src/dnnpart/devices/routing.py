@@ -143,6 +143,30 @@ def _equal(values: FloatArray) -> bool:
     return bool(values.size == 0 or np.all(values == values[0]))
 
 
+#: Share of the ``d (d - 1) / 2`` device pairs joined by a link from which store-and-forward
+#: scans arrays per source (``O(d^2)``) instead of keeping a heap (``O(m log d)``, whose reads
+#: of the link weights jump about memory): a complete graph of 1,024 devices routes in about
+#: a second instead of a minute.
+DENSE_SHARE = 0.25
+
+
+def _dense(n: int, m: int) -> bool:
+    """Whether ``m`` links over ``n`` devices are dense enough for the scanning kernel."""
+    return n >= 2 and m >= DENSE_SHARE * (n * (n - 1) / 2)
+
+
+#: Largest routing work (``d (2 m + d)`` link relaxations) done by the kernels as plain Python
+#: (about 0.1 s); above it they are compiled by numba (:func:`~dnnpart.devices.route_kernels.compiled`),
+#: whose import and cache load take about a second.
+PYTHON_WORK = 50_000
+
+
+def _kernels(n: int, m: int) -> None:
+    """Compile the kernels unless routing ``n`` devices and ``m`` links is small."""
+    if n * (2 * m + n) > PYTHON_WORK:
+        rk.compiled()
+
+
 def _step(n: int, m: int) -> int:
     """Sources per chunk: about :data:`CHUNK_WORK` link relaxations."""
     return max(1, min(n, CHUNK_WORK // max(1, 2 * m + n)))
@@ -186,6 +210,7 @@ def route(
     late = np.empty((n, n))
     m = aa.size
     hop = np.empty((n, n) if hops else (_step(n, m), n), np.int64)
+    _kernels(n, m)
     if m and _equal(bwa) and _equal(la):  # one kind of link (grids, tori): breadth-first
         ptr, nbr, _ = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
         band_of, lat_of = _hop_tables(n, float(bwa[0]), float(la[0]), rule)
@@ -198,18 +223,38 @@ def route(
         _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa, la,
                                                       order, lstart, band, late, hop, fifo))
     else:
-        with np.errstate(divide="ignore"):
-            inv = np.where(np.isinf(bwa), 0.0, 1.0 / bwa)
-        ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
-        fifo = _equal(la) and _equal(inv)
-        _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late,
-                                                   hop, fifo))
+        _saf(n, aa, bb, bwa, la, band, late, hop)
     np.fill_diagonal(band, math.inf)
     np.fill_diagonal(late, 0.0)
     if not hops:
         return band, late, np.zeros((0, 0), np.int64)
     np.fill_diagonal(hop, 0)
     return band, late, hop
+
+
+def _saf(n: int, aa: IntArray, bb: IntArray, bwa: FloatArray, la: FloatArray,
+         band: FloatArray, late: FloatArray, hop: IntArray) -> None:
+    """Store-and-forward rows: the scanning kernel on a dense graph without parallel links,
+    else the heap kernel (the same labels: :func:`~dnnpart.devices.route_kernels.saf_dense_rows`)."""
+    m = aa.size
+    with np.errstate(divide="ignore"):
+        inv = np.where(np.isinf(bwa), 0.0, 1.0 / bwa)
+    if _dense(n, m):
+        one_latency = _equal(la)
+        winv, wlat, has, simple = rk.dense_weights(n, aa, bb, inv, la, not one_latency)
+        if simple:  # a scan per source beats the heap's scattered reads of link weights
+            if m == n * (n - 1) // 2:
+                has = np.zeros((0, 0), np.bool_)  # every pair linked: nothing to look up
+            lat_of = (_hop_tables(n, 1.0, float(la[0]), "widest")[1] if one_latency
+                      else np.zeros(0))
+            _chunked(n, n * n // 2, lambda s0, s1: rk.saf_dense_rows(
+                s0, s1, winv, wlat, has, lat_of, band, late, hop))
+            return
+        del winv, wlat, has
+    ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
+    fifo = _equal(la) and _equal(inv)
+    _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late, hop,
+                                               fifo))
 
 
 def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
@@ -278,6 +323,49 @@ def route_blocks(block: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.Ar
     return band, late, hop
 
 
+def route_grid(dims: Sequence[int], wrap: bool, bandwidth: float, latency: float, *,
+               rule: str = "widest") -> tuple[FloatArray, FloatArray]:
+    """Bandwidth and latency matrices of a mesh (``wrap=False``) or torus of equal links.
+
+    Every link being the same, a pair's label is that of a path of as many hops as the
+    pair's distance on the grid: the sum over the axes of the coordinate differences (on a
+    torus, the shorter way round). The same matrices as :func:`route` on the grid's links
+    (the labels of :func:`_hop_tables`), built a block of rows at a time with numpy: no
+    search, no numba. Device ``i`` has the row-major coordinates of ``i`` in ``dims``.
+
+    Examples
+    --------
+    >>> bw, lat = route_grid((2, 3), False, 4.0, 1.0, rule="store-and-forward")
+    >>> bw[0].tolist(), lat[0].tolist()      # device 5 is 1 + 2 hops from device 0
+    ([inf, 4.0, 2.0, 4.0, 2.0, 1.3333333333333333], [0.0, 1.0, 2.0, 1.0, 2.0, 3.0])
+    """
+    shape = tuple(int(k) for k in dims)
+    n = math.prod(shape)
+    if check_rule(rule) == "direct" or n < 2:
+        raise UsageError("route_grid: a rule that forwards, and at least two devices")
+    band_of, lat_of = _hop_tables(n, float(bandwidth), float(latency), rule)
+    coords = np.indices(shape).reshape(len(shape), n).astype(np.int32)
+    tables = []  # per axis, the hops between two coordinates
+    for k in shape:
+        diff = np.abs(np.arange(k, dtype=np.int32)[:, None] - np.arange(k, dtype=np.int32))
+        tables.append(np.minimum(diff, k - diff) if wrap else diff)
+    band = np.empty((n, n))
+    late = np.empty((n, n))
+    step = _step(n, n // 2)  # about CHUNK_WORK entries a block
+    for r0 in range(0, n, step):
+        check_stop(r0, n)
+        r1 = min(n, r0 + step)
+        hops = np.zeros((r1 - r0, n), np.int32)
+        for axis, table in enumerate(tables):
+            hops += table[coords[axis, r0:r1, None], coords[axis]]
+        band[r0:r1] = band_of[hops]
+        late[r0:r1] = lat_of[hops]
+    check_stop(n, n)
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    return band, late
+
+
 def unreachable_pair(bandwidth: FloatArray) -> tuple[int, int] | None:
     """First pair ``(i, j)`` with no route (bandwidth 0 off the diagonal), or ``None``."""
     bad = np.argwhere(bandwidth <= 0)
@@ -312,6 +400,7 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
             raise UsageError(f"no path from device {a} to device {b}")
         return [int(ids[min(cands, key=lambda k: (-bw[k], la[k], k))])]
     n = int(n_devices)
+    _kernels(n, ids.size)
     parent = np.empty(n, np.int64)
     rb, rl, rh = np.empty(n), np.empty(n), np.empty(n, np.int64)
     if rule == "store-and-forward":
