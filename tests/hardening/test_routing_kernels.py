@@ -3,6 +3,7 @@ flag, and a 4,096-device mesh."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
@@ -20,6 +21,12 @@ from dnnpart.devices import routing
 from dnnpart.devices.routing import route, route_blocks
 from dnnpart.devices.topology import mesh2d
 from dnnpart.errors import ProblemTooLargeError
+
+
+def rk_module():
+    from dnnpart.devices import route_kernels
+
+    return route_kernels
 
 
 def naive_saf(d, links):
@@ -84,13 +91,47 @@ def topologies(draw):
     return d, links
 
 
-@settings(max_examples=120, deadline=None)
-@given(topologies())
-def test_kernels_equal_their_naive_twins(topo):
-    d, links = topo
+@st.composite
+def dense_topologies(draw):
+    """Most pairs linked (complete graphs too), one latency or several, bandwidths from a
+    few values (ties) or drawn freely (sums that round)."""
+    d = draw(st.integers(2, 9))
+    keep = draw(st.sampled_from([1.0, 0.9, 0.6]))
+    free = draw(st.booleans())
+    one_latency = draw(st.booleans())
+    lat0 = float(draw(st.sampled_from([0, 1, 3e-7])))
+    links = []
+    for a, b in itertools.combinations(range(d), 2):
+        if keep == 1.0 or draw(st.floats(0, 1)) < keep:
+            bw = draw(st.floats(1.0, 1e3)) if free else float(draw(st.sampled_from([1, 2, 3, 4])))
+            lat = lat0 if one_latency else float(draw(st.sampled_from([0, 0, 1, 2, 0.1])))
+            links.append((a, b, bw, lat))
+    return d, links
+
+
+@contextlib.contextmanager
+def kernel_mode(saf: str, compiled: bool):
+    """Force the store-and-forward kernel (``heap`` or ``dense``) and numba or Python."""
+    saved = routing.DENSE_SHARE, routing.PYTHON_WORK
+    routing.DENSE_SHARE = 0.0 if saf == "dense" else math.inf
+    routing.PYTHON_WORK = -1 if compiled else 1 << 62
+    try:
+        yield
+    finally:
+        routing.DENSE_SHARE, routing.PYTHON_WORK = saved
+
+
+MODES = [(saf, jit) for saf in ("heap", "dense") for jit in (False, True)]
+
+
+def check_twins(d, links):
     cols = [list(c) for c in zip(*links, strict=True)] if links else [[], [], [], []]
-    for rule, twin in (("widest", naive_widest), ("store-and-forward", naive_saf)):
-        bw, lat, hops = route(d, *cols, rule=rule)
+    for (saf, jit), (rule, twin) in itertools.product(
+            MODES, (("widest", naive_widest), ("store-and-forward", naive_saf))):
+        if rule == "widest" and saf == "dense":
+            continue  # one widest kernel
+        with kernel_mode(saf, jit):
+            bw, lat, hops = route(d, *cols, rule=rule)
         want = twin(d, links)
         for s, t in itertools.product(range(d), repeat=2):
             if s == t:
@@ -101,7 +142,48 @@ def test_kernels_equal_their_naive_twins(topo):
             key = want[(s, t)]
             got_bw = bw[s, t] if rule == "widest" else 1.0 / bw[s, t]
             assert got_bw == pytest.approx(key[0], rel=1e-12)
-            assert (lat[s, t], hops[s, t]) == (key[1], key[2]), (rule, s, t)
+            assert (lat[s, t], hops[s, t]) == (key[1], key[2]), (rule, saf, jit, s, t)
+
+
+@settings(max_examples=120, deadline=None)
+@given(topologies())
+def test_kernels_equal_their_naive_twins(topo):
+    check_twins(*topo)
+
+
+@settings(max_examples=80, deadline=None)
+@given(dense_topologies())
+def test_kernels_equal_their_naive_twins_on_dense_graphs(topo):
+    check_twins(*topo)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dense_topologies(), st.booleans())
+def test_the_two_store_and_forward_kernels_give_the_same_matrices(topo, parallel):
+    """Bit for bit, parallel links (the scanning kernel declines them) and all."""
+    d, links = topo
+    if parallel and links:
+        links = links + [(links[0][0], links[0][1], links[0][2] * 2, 0.0)]
+    cols = [list(c) for c in zip(*links, strict=True)] if links else [[], [], [], []]
+    got = {}
+    for mode in MODES:
+        with kernel_mode(*mode):
+            got[mode] = route(d, *cols, rule="store-and-forward")
+    for mode in MODES[1:]:
+        for x, y in zip(got[MODES[0]], got[mode], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_a_complete_graph_takes_the_scanning_kernel(monkeypatch):
+    """The dense path is the one taken on a complete graph (the twins above check its labels)."""
+    calls = []
+    real = rk_module().saf_dense_rows
+    monkeypatch.setattr(rk_module(), "saf_dense_rows", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(routing, "PYTHON_WORK", 1 << 62)
+    n = 12
+    ii, jj = np.triu_indices(n, 1)
+    route(n, ii, jj, np.arange(1.0, ii.size + 1), np.zeros(ii.size), rule="store-and-forward")
+    assert calls
 
 
 @settings(max_examples=60, deadline=None)

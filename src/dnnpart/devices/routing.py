@@ -152,7 +152,7 @@ DENSE_SHARE = 0.25
 
 def _dense(n: int, m: int) -> bool:
     """Whether ``m`` links over ``n`` devices are dense enough for the scanning kernel."""
-    return n >= 2 and m >= DENSE_SHARE * (n * (n - 1) / 2)
+    return n >= 2 and m > 0 and m >= DENSE_SHARE * (n * (n - 1) / 2)
 
 
 #: Largest routing work (``d (2 m + d)`` link relaxations) done by the kernels as plain Python
