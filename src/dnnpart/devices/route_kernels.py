@@ -436,11 +436,131 @@ def saf_dense_rows(s0: int, s1: int, inv: FloatArray, lat: FloatArray,
                 band[s, v] = 1.0 / t[v]
 
 
+
+def _find(uf: IntArray, x: int) -> int:
+    """Root of ``x`` in the union-find forest ``uf`` (path halving)."""
+    while uf[x] != x:
+        uf[x] = uf[uf[x]]
+        x = uf[x]
+    return x
+
+
+def widest_merges(k: int, budget: int, ptr: IntArray, nbr: IntArray, eid: IntArray,
+                  ea: IntArray, eb: IntArray, ebw: FloatArray, order: IntArray,
+                  lstart: IntArray, lat_of_hops: FloatArray, state: IntArray,
+                  band: FloatArray, late: FloatArray, hop: IntArray) -> int:
+    """Widest-path matrices of a graph whose links share one latency, from level ``k`` on,
+    until about ``budget`` link visits are done; returns the next level (all levels done:
+    ``lstart.shape[0] - 1``). Symmetric, all pairs at once.
+
+    With one latency a path's label is its bottleneck, then its hops (its latency grows
+    with them: ``lat_of_hops``). Links are switched on level by level in decreasing
+    bandwidth (the order of ``order``; ``ptr``/``nbr``/``eid`` list each device's links in
+    that order, so its switched-on links are a prefix). Two devices first joined at level
+    ``B`` (their components merge) have bottleneck ``B`` and, as hops, their breadth-first
+    distance over the links switched on: one search from each device of every merging part
+    but the largest finds them (a device is outside the largest part at most ``log2 d``
+    times). ``state`` holds the union of components between calls: rows ``act``, ``comp``
+    (each device's part), ``nxt`` (the next member of its part), ``head``, ``size``, ``uf``,
+    ``big``, ``mark``, ``dist``, ``queue``, ``touched``, and ``[11, 0]`` the number of parts.
+    ``band``, ``late`` and ``hop`` start as 0, ``inf`` and -1; ``hop`` is written when it has
+    a row per device.
+    """
+    d = ptr.shape[0] - 1
+    act, comp, nxt, head, size, uf, big, mark, dist, queue, touched = (
+        state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7],
+        state[8], state[9], state[10])
+    full_hop = hop.shape[0] == d
+    n_levels = lstart.shape[0] - 1
+    work = 0
+    while k < n_levels and state[11, 0] > 1 and work < budget:
+        level = ebw[order[lstart[k]]]
+        n_touched = 0
+        for r in range(lstart[k], lstart[k + 1]):  # switch the level on, union its parts
+            e = order[r]
+            act[ea[e]] += 1
+            act[eb[e]] += 1
+            ca = comp[ea[e]]
+            cb = comp[eb[e]]
+            if ca == cb:
+                continue
+            for c in (ca, cb):
+                if mark[c] == 0:
+                    mark[c] = 1
+                    touched[n_touched] = c
+                    n_touched += 1
+            ra = _find(uf, ca)
+            rb = _find(uf, cb)
+            if ra != rb:
+                uf[ra] = rb
+        work += lstart[k + 1] - lstart[k]
+        for i in range(n_touched):  # the largest part of each merged component
+            c = touched[i]
+            g = _find(uf, c)
+            if big[g] < 0 or size[c] > size[big[g]]:
+                big[g] = c
+        for i in range(n_touched):  # searches from the other parts' devices
+            c = touched[i]
+            if big[_find(uf, c)] == c:
+                continue
+            x = head[c]
+            while x >= 0:
+                dist[x] = 0
+                queue[0] = x
+                q_head = 0
+                q_tail = 1
+                while q_head < q_tail:
+                    u = queue[q_head]
+                    q_head += 1
+                    for j in range(ptr[u], ptr[u] + act[u]):
+                        w = nbr[j]
+                        if dist[w] < 0:
+                            dist[w] = dist[u] + 1
+                            queue[q_tail] = w
+                            q_tail += 1
+                    work += act[u]
+                for q in range(1, q_tail):
+                    y = queue[q]
+                    if comp[y] != c:  # another part: first joined now
+                        h = dist[y]
+                        band[x, y] = level
+                        band[y, x] = level
+                        late[x, y] = lat_of_hops[h]
+                        late[y, x] = lat_of_hops[h]
+                        if full_hop:
+                            hop[x, y] = h
+                            hop[y, x] = h
+                for q in range(q_tail):
+                    dist[queue[q]] = -1
+                x = nxt[x]
+        for i in range(n_touched):  # the other parts join the largest
+            c = touched[i]
+            g = _find(uf, c)
+            into = big[g]
+            if into != c:
+                x = head[c]
+                last = x
+                while x >= 0:
+                    comp[x] = into
+                    last = x
+                    x = nxt[x]
+                nxt[last] = head[into]
+                head[into] = head[c]
+                size[into] += size[c]
+                state[11, 0] -= 1
+        for i in range(n_touched):
+            c = touched[i]
+            big[c] = -1
+            mark[c] = 0
+            uf[c] = c
+        k += 1
+    return n_levels if state[11, 0] <= 1 else k
+
 #: The kernels, in the order :func:`compiled` wraps them; the helpers are inlined.
 KERNELS = ("adjacency", "_less", "_sift_up", "_push", "_pop", "_put", "_take", "widest_source",
            "widest_rows", "saf_source", "saf_rows", "uniform_rows", "dense_weights",
-           "saf_dense_rows")
-_INLINE = frozenset({"_less", "_sift_up", "_push", "_pop", "_put", "_take"})
+           "saf_dense_rows", "_find", "widest_merges")
+_INLINE = frozenset({"_less", "_sift_up", "_push", "_pop", "_put", "_take", "_find"})
 _compiling = threading.Lock()
 _state = {"compiled": False}
 

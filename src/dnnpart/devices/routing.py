@@ -56,6 +56,7 @@ import numpy.typing as npt
 
 from dnnpart import interrupt
 from dnnpart.devices import route_kernels as rk
+from dnnpart.devices.links import LinkTable
 from dnnpart.errors import ProblemTooLargeError, UsageError
 
 FloatArray = npt.NDArray[np.float64]
@@ -219,9 +220,14 @@ def route(
     elif rule == "widest":
         order, lstart = _levels(bwa)
         ptr, nbr, eid = rk.adjacency(n, aa, bb, order)
-        fifo = _equal(la)
-        _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa, la,
-                                                      order, lstart, band, late, hop, fifo))
+        if WIDEST_MERGES and m and _equal(la):
+            _widest_merges(n, ptr, nbr, eid, aa, bb, bwa, float(la[0]), order, lstart, band,
+                           late, hop)
+        else:
+            fifo = _equal(la)
+            _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa,
+                                                          la, order, lstart, band, late, hop,
+                                                          fifo))
     else:
         _saf(n, aa, bb, bwa, la, band, late, hop)
     np.fill_diagonal(band, math.inf)
@@ -230,6 +236,44 @@ def route(
         return band, late, np.zeros((0, 0), np.int64)
     np.fill_diagonal(hop, 0)
     return band, late, hop
+
+
+#: Widest path over links of one latency by merging components (:func:`_widest_merges`);
+#: False: the per-source search for every topology (tests compare the two).
+WIDEST_MERGES = True
+
+
+def _widest_merges(n: int, ptr: IntArray, nbr: IntArray, eid: IntArray, aa: IntArray,
+                   bb: IntArray, bwa: FloatArray, lat: float, order: IntArray, lstart: IntArray,
+                   band: FloatArray, late: FloatArray, hop: IntArray) -> None:
+    """Widest-path matrices when every link has latency ``lat``: all pairs at once, by the
+    components the links join level by level
+    (:func:`~dnnpart.devices.route_kernels.widest_merges`), the same labels as the
+    per-source search. On a complete graph of distinct bandwidths the devices are all joined
+    after a few thousand of its links, so the rest are never looked at; checks the stop flag
+    between chunks of levels."""
+    band.fill(0.0)
+    late.fill(math.inf)
+    hop.fill(-1)
+    state = np.empty((12, n), np.int64)
+    state[0] = 0  # act
+    state[1] = np.arange(n)  # comp
+    state[2] = -1  # nxt
+    state[3] = np.arange(n)  # head
+    state[4] = 1  # size
+    state[5] = np.arange(n)  # uf
+    state[6] = -1  # big
+    state[7] = 0  # mark
+    state[8] = -1  # dist
+    state[11, 0] = n
+    _, lat_of = _hop_tables(n, 1.0, lat, "widest")
+    n_levels = lstart.size - 1
+    k = 0
+    while k < n_levels:
+        check_stop(0, n)
+        k = rk.widest_merges(k, CHUNK_WORK, ptr, nbr, eid, aa, bb, bwa, order, lstart, lat_of,
+                             state, band, late, hop)
+    check_stop(n, n)
 
 
 def _saf(n: int, aa: IntArray, bb: IntArray, bwa: FloatArray, la: FloatArray,
@@ -372,11 +416,13 @@ def unreachable_pair(bandwidth: FloatArray) -> tuple[int, int] | None:
     return None if bad.size == 0 else (int(bad[0, 0]), int(bad[0, 1]))
 
 
-def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices: int, a: int,
-               b: int, level: float | None = None, *, rule: str = "widest") -> list[int]:
+def route_path(cluster_links: Sequence[tuple[int, int, float, float]] | LinkTable,
+               n_devices: int, a: int, b: int, level: float | None = None, *,
+               rule: str = "widest") -> list[int]:
     """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
 
-    ``cluster_links`` are ``(a, b, bandwidth, latency)``. The path carries the label of the
+    ``cluster_links`` are ``(a, b, bandwidth, latency)``, or a cluster's
+    :class:`~dnnpart.devices.links.LinkTable` (read as arrays, no objects made). The path carries the label of the
     rule's matrices (best bottleneck, least latency, then fewest hops for ``widest``); among
     equal ones, the first the Dijkstra finds (deterministic). Used for link contention, which
     needs the physical links a transfer crosses. ``level`` is accepted for compatibility (the
@@ -389,16 +435,21 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     """
     if a == b:
         return []
-    arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
-    ids = np.arange(arr.shape[0])
-    aa, bb = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
-    keep = (arr[:, 2] > 0) & (aa != bb)
-    ids, aa, bb, bw, la = ids[keep], aa[keep], bb[keep], arr[keep, 2], arr[keep, 3]
+    if isinstance(cluster_links, LinkTable):  # its arrays: no Link objects
+        cols = (cluster_links.a, cluster_links.b, cluster_links.bandwidth, cluster_links.latency)
+    else:
+        arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
+        cols = (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
+    ids = np.arange(cols[0].size)
+    aa, bb = cols[0], cols[1]
+    keep = (cols[2] > 0) & (aa != bb)
+    ids, aa, bb, bw, la = ids[keep], aa[keep], bb[keep], cols[2][keep], cols[3][keep]
     if check_rule(rule) == "direct":
-        cands = [k for k in range(ids.size) if {int(aa[k]), int(bb[k])} == {a, b}]
-        if not cands:
+        cands = np.flatnonzero(((aa == a) & (bb == b)) | ((aa == b) & (bb == a)))
+        if not cands.size:
             raise UsageError(f"no path from device {a} to device {b}")
-        return [int(ids[min(cands, key=lambda k: (-bw[k], la[k], k))])]
+        best = cands[np.lexsort((cands, la[cands], -bw[cands]))[0]]  # widest, least latency
+        return [int(ids[best])]
     n = int(n_devices)
     _kernels(n, ids.size)
     parent = np.empty(n, np.int64)
