@@ -577,7 +577,8 @@ def compiled() -> None:
 
     Examples
     --------
-    >>> compiled(); type(adjacency).__name__
+    >>> from dnnpart.devices import route_kernels as rk
+    >>> rk.compiled(); type(rk.adjacency).__name__
     'CPUDispatcher'
     """
     with _compiling:

@@ -422,11 +422,11 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]] | LinkTabl
     """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
 
     ``cluster_links`` are ``(a, b, bandwidth, latency)``, or a cluster's
-    :class:`~dnnpart.devices.links.LinkTable` (read as arrays, no objects made). The path carries the label of the
-    rule's matrices (best bottleneck, least latency, then fewest hops for ``widest``); among
-    equal ones, the first the Dijkstra finds (deterministic). Used for link contention, which
-    needs the physical links a transfer crosses. ``level`` is accepted for compatibility (the
-    pair's widest bottleneck); the search finds it itself.
+    :class:`~dnnpart.devices.links.LinkTable` (read as arrays, no objects made). The path
+    carries the label of the rule's matrices (best bottleneck, least latency, then fewest
+    hops for ``widest``); among equal ones, the first the Dijkstra finds (deterministic).
+    Used for link contention, which needs the physical links a transfer crosses. ``level``
+    is accepted for compatibility (the pair's widest bottleneck); the search finds it itself.
 
     Examples
     --------
