@@ -366,8 +366,9 @@ GENERATORS: dict[str, Callable[..., Cluster]] = {
 }
 #: Largest device count a generator may build (dense d x d matrices; 4096^2 floats = 128 MiB).
 MAX_GENERATED_DEVICES = 4096
-#: Most links a topology may have: each is a Python object (about 150 bytes) shown, stored in
-#: plan files and crossed by link contention; a complete graph of 1,448 devices has 1,047,628.
+#: Most links a topology may have: kept as arrays (40 bytes a link), but each is written out
+#: in plan and cluster files and crossed by link contention as a ``Link`` object (about 150
+#: bytes); a complete graph of 1,448 devices has 1,047,628.
 MAX_LINKS = 1 << 20
 #: Integer parameters and their least value (``routed`` is 0 or 1, ``seed`` < 2**63).
 _INT_PARAMS = {"nodes": 1, "gpus": 1, "x": 1, "y": 1, "z": 1, "n": 1, "blocks": 1, "seed": 0,
