@@ -30,8 +30,12 @@ and a Dijkstra on (latency, hops) is kept up to date over the links switched on 
 device first reached at level ``B`` has bottleneck ``B`` (every path in that subgraph has
 bottleneck ``>= B``, none can exceed it) and that subgraph's least latency and hops
 (:mod:`dnnpart.devices.route_kernels`). A source ends once every device is reached, so a
-complete graph of distinct bandwidths never looks at most of its slow links. Store-and-forward
-is one Dijkstra per source. Both are ``O(m log d)`` per source for ``m`` links.
+complete graph of distinct bandwidths never looks at most of its slow links. Where every link
+has the same latency the label is (bottleneck, hops) and symmetric, and all pairs are found
+at once by joining components level by level (:func:`_widest_merges`). Store-and-forward is
+one Dijkstra per source: with a heap, ``O(m log d)`` per source for ``m`` links, or on a dense
+graph scanning arrays, ``O(d^2)`` (:func:`_saf`). Meshes and tori of equal links need no
+search (:func:`route_grid`).
 
 Structure: a complete topology whose devices fall into *blocks* with one link kind inside a
 block and one per pair of blocks (``two-level``'s machines, ``random_blk_1/2``'s blocks) is
