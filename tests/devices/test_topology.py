@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -92,10 +93,28 @@ def test_routing_equals_brute_force_over_simple_paths(topo):
                 at = x[1] if x[0] == at else x[0]
                 bott, lat_sum = min(bott, x[2]), lat_sum + x[3]
             assert at == t and (bott, lat_sum, len(path)) == (bw[s, t], lat[s, t], hops[s, t])
-    # the kernels' own source (``.py_func``) gives the same matrices: a compilation check
+    # the kernels' own source (``.py_func``) and the compiled kernels give the same
+    # matrices: a compilation check (a small topology is routed by the Python source)
     twin = _route_uncompiled(d, a, b, [x[2] for x in links], [x[3] for x in links])
     for x, y in zip(twin, (bw, lat, hops), strict=True):
         np.testing.assert_array_equal(x, y)
+    with compiled_kernels():
+        jit = route(d, a, b, [x[2] for x in links], [x[3] for x in links])
+    for x, y in zip(jit, (bw, lat, hops), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@contextlib.contextmanager
+def compiled_kernels():
+    """Route with the numba kernels whatever the size (``PYTHON_WORK``: below it, Python)."""
+    from dnnpart.devices import routing
+
+    saved = routing.PYTHON_WORK
+    routing.PYTHON_WORK = -1
+    try:
+        yield
+    finally:
+        routing.PYTHON_WORK = saved
 
 
 def _route_uncompiled(d, a, b, bw, lat):
@@ -105,12 +124,14 @@ def _route_uncompiled(d, a, b, bw, lat):
     aa, bb = np.array(a, np.int64).reshape(-1), np.array(b, np.int64).reshape(-1)
     bwa, la = np.array(bw, float).reshape(-1), np.array(lat, float).reshape(-1)
     order, lstart = _levels(bwa)
-    ptr, nbr, eid = route_kernels.adjacency.py_func(d, aa, bb, order)
+    py = {name: getattr(getattr(route_kernels, name), "py_func", getattr(route_kernels, name))
+          for name in ("adjacency", "widest_source")}
+    ptr, nbr, eid = py["adjacency"](d, aa, bb, order)
     band, late = np.zeros((d, d)), np.full((d, d), math.inf)
     hop = np.full((d, d), -1, np.int64)
     parent = np.empty(d, np.int64)
     for s in range(d):
-        route_kernels.widest_source.py_func(s, ptr, nbr, eid, aa, bb, bwa, la, order, lstart, -1,
+        py["widest_source"](s, ptr, nbr, eid, aa, bb, bwa, la, order, lstart, -1,
                                             band[s], late[s], hop[s], parent, False)
     return band, late, hop
 

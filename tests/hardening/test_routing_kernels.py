@@ -3,6 +3,7 @@ flag, and a 4,096-device mesh."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
@@ -20,6 +21,12 @@ from dnnpart.devices import routing
 from dnnpart.devices.routing import route, route_blocks
 from dnnpart.devices.topology import mesh2d
 from dnnpart.errors import ProblemTooLargeError
+
+
+def rk_module():
+    from dnnpart.devices import route_kernels
+
+    return route_kernels
 
 
 def naive_saf(d, links):
@@ -76,21 +83,57 @@ def naive_widest(d, links):
 @st.composite
 def topologies(draw):
     d = draw(st.integers(2, 9))
+    one = draw(st.sampled_from([None, 0.0, 1.0]))  # one latency for every link, or mixed
     links = []
     for a, b in itertools.combinations(range(d), 2):
         if draw(st.booleans()):
             links.append((a, b, float(draw(st.sampled_from([1, 2, 4]))),
-                          float(draw(st.sampled_from([0, 0, 1, 2])))))
+                          one if one is not None else float(draw(st.sampled_from([0, 0, 1, 2])))))
     return d, links
 
 
-@settings(max_examples=120, deadline=None)
-@given(topologies())
-def test_kernels_equal_their_naive_twins(topo):
-    d, links = topo
+@st.composite
+def dense_topologies(draw):
+    """Most pairs linked (complete graphs too), one latency or several, bandwidths from a
+    few values (ties) or drawn freely (sums that round)."""
+    d = draw(st.integers(2, 9))
+    keep = draw(st.sampled_from([1.0, 0.9, 0.6]))
+    free = draw(st.booleans())
+    one_latency = draw(st.booleans())
+    lat0 = float(draw(st.sampled_from([0, 1, 3e-7])))
+    links = []
+    for a, b in itertools.combinations(range(d), 2):
+        if keep == 1.0 or draw(st.floats(0, 1)) < keep:
+            bw = draw(st.floats(1.0, 1e3)) if free else float(draw(st.sampled_from([1, 2, 3, 4])))
+            lat = lat0 if one_latency else float(draw(st.sampled_from([0, 0, 1, 2, 0.1])))
+            links.append((a, b, bw, lat))
+    return d, links
+
+
+@contextlib.contextmanager
+def kernel_mode(kernels: str, compiled: bool):
+    """Force the kernels: ``search`` (per source: heap Dijkstra, level-by-level widest
+    search) or ``bulk`` (store-and-forward by scanning arrays, widest path by merging
+    components where the links share one latency), compiled by numba or as Python."""
+    saved = routing.DENSE_SHARE, routing.WIDEST_MERGES, routing.PYTHON_WORK
+    routing.DENSE_SHARE = 0.0 if kernels == "bulk" else math.inf
+    routing.WIDEST_MERGES = kernels == "bulk"
+    routing.PYTHON_WORK = -1 if compiled else 1 << 62
+    try:
+        yield
+    finally:
+        routing.DENSE_SHARE, routing.WIDEST_MERGES, routing.PYTHON_WORK = saved
+
+
+MODES = [(kernels, jit) for kernels in ("search", "bulk") for jit in (False, True)]
+RULES = (("widest", naive_widest), ("store-and-forward", naive_saf))
+
+
+def check_twins(d, links):
     cols = [list(c) for c in zip(*links, strict=True)] if links else [[], [], [], []]
-    for rule, twin in (("widest", naive_widest), ("store-and-forward", naive_saf)):
-        bw, lat, hops = route(d, *cols, rule=rule)
+    for (kernels, jit), (rule, twin) in itertools.product(MODES, RULES):
+        with kernel_mode(kernels, jit):
+            bw, lat, hops = route(d, *cols, rule=rule)
         want = twin(d, links)
         for s, t in itertools.product(range(d), repeat=2):
             if s == t:
@@ -101,7 +144,51 @@ def test_kernels_equal_their_naive_twins(topo):
             key = want[(s, t)]
             got_bw = bw[s, t] if rule == "widest" else 1.0 / bw[s, t]
             assert got_bw == pytest.approx(key[0], rel=1e-12)
-            assert (lat[s, t], hops[s, t]) == (key[1], key[2]), (rule, s, t)
+            assert (lat[s, t], hops[s, t]) == (key[1], key[2]), (rule, kernels, jit, s, t)
+
+
+@settings(max_examples=120, deadline=None)
+@given(topologies())
+def test_kernels_equal_their_naive_twins(topo):
+    check_twins(*topo)
+
+
+@settings(max_examples=80, deadline=None)
+@given(dense_topologies())
+def test_kernels_equal_their_naive_twins_on_dense_graphs(topo):
+    check_twins(*topo)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(dense_topologies(), topologies()), st.booleans())
+def test_the_kernels_of_a_rule_give_the_same_matrices(topo, parallel):
+    """Bit for bit, parallel links (the scanning kernel declines them) and all."""
+    d, links = topo
+    if parallel and links:
+        links = [*links, (links[0][0], links[0][1], links[0][2] * 2, links[0][3])]
+    cols = [list(c) for c in zip(*links, strict=True)] if links else [[], [], [], []]
+    for rule, _ in RULES:
+        got = {}
+        for mode in MODES:
+            with kernel_mode(*mode):
+                got[mode] = route(d, *cols, rule=rule)
+        for mode in MODES[1:]:
+            for x, y in zip(got[MODES[0]], got[mode], strict=True):
+                np.testing.assert_array_equal(x, y, err_msg=f"{rule} {mode}")
+
+
+@pytest.mark.parametrize(("rule", "kernel"), [("store-and-forward", "saf_dense_rows"),
+                                               ("widest", "widest_merges")])
+def test_a_complete_graph_of_one_latency_takes_the_bulk_kernels(monkeypatch, rule, kernel):
+    """The bulk kernels are the ones taken there by default (the twins check their labels)."""
+    calls = []
+    real = getattr(rk_module(), kernel)
+    monkeypatch.setattr(rk_module(), kernel, lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(routing, "PYTHON_WORK", 1 << 62)
+    n = 12
+    ii, jj = np.triu_indices(n, 1)
+    route(n, ii, jj, np.arange(1.0, ii.size + 1), np.full(ii.size, 0.5), rule=rule)
+    assert calls
 
 
 @settings(max_examples=60, deadline=None)

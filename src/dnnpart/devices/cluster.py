@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from dnnpart._arrays import unique_ints
+from dnnpart.devices.links import Link as Link  # re-exported: its home before links.py
+from dnnpart.devices.links import LinkTable
 from dnnpart.devices.specs import DeviceSpec
 from dnnpart.errors import UnknownIdError, UsageError
 
@@ -59,38 +62,12 @@ class Device:
         return self.kind == ACCELERATOR
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Link:
-    """One undirected physical link of a topology (``docs/topologies.md``).
-
-    Parameters
-    ----------
-    a, b : indices of the two devices it joins (``a != b``).
-    bandwidth : bytes/s, finite and > 0.
-    latency : seconds, >= 0.
-    kind : free label shown by ``dnnpart cluster show`` (e.g. ``"nvlink2"``, ``"pcie3"``).
-
-    Examples
-    --------
-    >>> Link(a=0, b=1, bandwidth=25e9).latency
-    0.0
-    """
-
-    a: int
-    b: int
-    bandwidth: float
-    latency: float = 0.0
-    kind: str = ""
-
-    def __post_init__(self) -> None:
-        if self.a == self.b or self.a < 0 or self.b < 0:
-            raise UsageError(f"link {self.a}-{self.b}: must join two distinct devices")
-        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise UsageError(f"link {self.a}-{self.b}: bandwidth must be a finite number > 0, "
-                             f"got {self.bandwidth}")
-        if not (math.isfinite(self.latency) and self.latency >= 0):
-            raise UsageError(f"link {self.a}-{self.b}: latency must be a finite number >= 0, "
-                             f"got {self.latency}")
+def _all_nonnegative(arr: FloatArray) -> bool:
+    """No NaN and nothing below 0 (one pass: NaN fails ``>= 0``), a row block at a time so
+    a (4096, 4096) matrix needs no 16 MB mask."""
+    flat = arr.reshape(-1)
+    step = 1 << 18
+    return all(bool((flat[i:i + step] >= 0).all()) for i in range(0, flat.size, step))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -116,7 +93,9 @@ class Cluster:
         it and price every transfer at ``host_link_scale``.
     links : the physical topology the matrices were routed from
         (:func:`dnnpart.devices.topology.cluster_from_links`); empty when the matrices were
-        given directly (paper 1's files, presets), which are then used as they are.
+        given directly (paper 1's files, presets), which are then used as they are. Any
+        sequence of :class:`Link`; kept as a :class:`~dnnpart.devices.links.LinkTable`
+        (arrays; a :class:`Link` is created for each one read).
     routed : whether the matrices were derived from ``links`` by the routing rule (then a
         transfer's path is known: :func:`dnnpart.devices.routing.route_path`), rather than
         given with the links kept for display (e.g. DGX-1, which does not forward NVLink).
@@ -140,7 +119,7 @@ class Cluster:
     name: str = ""
     time_unit_s: float = 1e-3
     reference_bandwidth: float | None = None
-    links: tuple[Link, ...] = ()
+    links: Sequence[Link] = ()
     routed: bool = False
     routing: str = "widest"
 
@@ -149,9 +128,11 @@ class Cluster:
         if self.routing not in ("widest", "store-and-forward", "direct"):  # ROUTING_RULES
             raise UsageError(f"cluster routing must be 'widest', 'store-and-forward' or "
                              f"'direct', got {self.routing!r}")
-        for link in self.links:
-            if max(link.a, link.b) >= d:
-                raise UsageError(f"link {link.a}-{link.b}: the cluster has {d} devices")
+        table = LinkTable.of(self.links)
+        object.__setattr__(self, "links", table)
+        if table.max_end() >= d:
+            k = int(np.argmax(np.maximum(table.a, table.b) >= d))
+            raise UsageError(f"link {table.a[k]}-{table.b[k]}: the cluster has {d} devices")
         ref = self.reference_bandwidth
         if ref is not None and not (math.isfinite(ref) and ref > 0):
             raise UsageError(f"cluster reference_bandwidth must be a finite number > 0, got {ref}")
@@ -163,22 +144,24 @@ class Cluster:
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise UsageError(f"duplicate device name {dup!r}")
+        # (shape, dtype, fill when not given): a default is built only when used (two
+        # unused (d, d) defaults of 4,096 devices would take 256 MB)
         defaults = {
-            "host_link_scale": np.ones(d),
-            "bandwidth": np.full((d, d), math.inf),
-            "latency": np.zeros((d, d)),
-            "group": np.zeros(d, np.int64),
+            "host_link_scale": ((d,), np.float64, 1.0),
+            "bandwidth": ((d, d), np.float64, math.inf),
+            "latency": ((d, d), np.float64, 0.0),
+            "group": ((d,), np.int64, 0),
         }
-        for attr, default in defaults.items():
+        for attr, (shape, dtype, fill) in defaults.items():
             arr = getattr(self, attr)
-            if arr.size == 0:
-                arr = default
-            keep = (isinstance(arr, np.ndarray) and arr.dtype == default.dtype
+            if np.size(arr) == 0:
+                arr = np.full(shape, fill, dtype)
+            keep = (isinstance(arr, np.ndarray) and arr.dtype == dtype
                     and not arr.flags.writeable and arr.flags.c_contiguous)
-            arr = arr if keep else np.array(arr, dtype=default.dtype)  # read-only: no copy
-            if arr.shape != default.shape:
-                raise UsageError(f"cluster {attr}: expected shape {default.shape}, got {arr.shape}")
-            if arr.dtype.kind == "f" and (np.any(np.isnan(arr)) or np.any(arr < 0)):
+            arr = arr if keep else np.array(arr, dtype=dtype)  # read-only: no copy
+            if arr.shape != shape:
+                raise UsageError(f"cluster {attr}: expected shape {shape}, got {arr.shape}")
+            if arr.dtype.kind == "f" and not _all_nonnegative(arr):
                 raise UsageError(f"cluster {attr}: values must be >= 0")
             arr.flags.writeable = False
             object.__setattr__(self, attr, arr)

@@ -30,8 +30,12 @@ and a Dijkstra on (latency, hops) is kept up to date over the links switched on 
 device first reached at level ``B`` has bottleneck ``B`` (every path in that subgraph has
 bottleneck ``>= B``, none can exceed it) and that subgraph's least latency and hops
 (:mod:`dnnpart.devices.route_kernels`). A source ends once every device is reached, so a
-complete graph of distinct bandwidths never looks at most of its slow links. Store-and-forward
-is one Dijkstra per source. Both are ``O(m log d)`` per source for ``m`` links.
+complete graph of distinct bandwidths never looks at most of its slow links. Where every link
+has the same latency the label is (bottleneck, hops) and symmetric, and all pairs are found
+at once by joining components level by level (:func:`_widest_merges`). Store-and-forward is
+one Dijkstra per source: with a heap, ``O(m log d)`` per source for ``m`` links, or on a dense
+graph scanning arrays, ``O(d^2)`` (:func:`_saf`). Meshes and tori of equal links need no
+search (:func:`route_grid`).
 
 Structure: a complete topology whose devices fall into *blocks* with one link kind inside a
 block and one per pair of blocks (``two-level``'s machines, ``random_blk_1/2``'s blocks) is
@@ -56,6 +60,7 @@ import numpy.typing as npt
 
 from dnnpart import interrupt
 from dnnpart.devices import route_kernels as rk
+from dnnpart.devices.links import LinkTable
 from dnnpart.errors import ProblemTooLargeError, UsageError
 
 FloatArray = npt.NDArray[np.float64]
@@ -143,6 +148,30 @@ def _equal(values: FloatArray) -> bool:
     return bool(values.size == 0 or np.all(values == values[0]))
 
 
+#: Share of the ``d (d - 1) / 2`` device pairs joined by a link from which store-and-forward
+#: scans arrays per source (``O(d^2)``) instead of keeping a heap (``O(m log d)``, whose reads
+#: of the link weights jump about memory): a complete graph of 1,024 devices routes in about
+#: a second instead of a minute.
+DENSE_SHARE = 0.25
+
+
+def _dense(n: int, m: int) -> bool:
+    """Whether ``m`` links over ``n`` devices are dense enough for the scanning kernel."""
+    return n >= 2 and m > 0 and m >= DENSE_SHARE * (n * (n - 1) / 2)
+
+
+#: Largest routing work (``d (2 m + d)`` link relaxations) done by the kernels as plain Python
+#: (about 0.1 s); above it they are compiled by numba (:func:`~dnnpart.devices.route_kernels.compiled`),
+#: whose import and cache load take about a second.
+PYTHON_WORK = 50_000
+
+
+def _kernels(n: int, m: int) -> None:
+    """Compile the kernels unless routing ``n`` devices and ``m`` links is small."""
+    if n * (2 * m + n) > PYTHON_WORK:
+        rk.compiled()
+
+
 def _step(n: int, m: int) -> int:
     """Sources per chunk: about :data:`CHUNK_WORK` link relaxations."""
     return max(1, min(n, CHUNK_WORK // max(1, 2 * m + n)))
@@ -186,6 +215,7 @@ def route(
     late = np.empty((n, n))
     m = aa.size
     hop = np.empty((n, n) if hops else (_step(n, m), n), np.int64)
+    _kernels(n, m)
     if m and _equal(bwa) and _equal(la):  # one kind of link (grids, tori): breadth-first
         ptr, nbr, _ = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
         band_of, lat_of = _hop_tables(n, float(bwa[0]), float(la[0]), rule)
@@ -194,22 +224,85 @@ def route(
     elif rule == "widest":
         order, lstart = _levels(bwa)
         ptr, nbr, eid = rk.adjacency(n, aa, bb, order)
-        fifo = _equal(la)
-        _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa, la,
-                                                      order, lstart, band, late, hop, fifo))
+        if WIDEST_MERGES and m and _equal(la):
+            _widest_merges(n, ptr, nbr, eid, aa, bb, bwa, float(la[0]), order, lstart, band,
+                           late, hop)
+        else:
+            fifo = _equal(la)
+            _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa,
+                                                          la, order, lstart, band, late, hop,
+                                                          fifo))
     else:
-        with np.errstate(divide="ignore"):
-            inv = np.where(np.isinf(bwa), 0.0, 1.0 / bwa)
-        ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
-        fifo = _equal(la) and _equal(inv)
-        _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late,
-                                                   hop, fifo))
+        _saf(n, aa, bb, bwa, la, band, late, hop)
     np.fill_diagonal(band, math.inf)
     np.fill_diagonal(late, 0.0)
     if not hops:
         return band, late, np.zeros((0, 0), np.int64)
     np.fill_diagonal(hop, 0)
     return band, late, hop
+
+
+#: Widest path over links of one latency by merging components (:func:`_widest_merges`);
+#: False: the per-source search for every topology (tests compare the two).
+WIDEST_MERGES = True
+
+
+def _widest_merges(n: int, ptr: IntArray, nbr: IntArray, eid: IntArray, aa: IntArray,
+                   bb: IntArray, bwa: FloatArray, lat: float, order: IntArray, lstart: IntArray,
+                   band: FloatArray, late: FloatArray, hop: IntArray) -> None:
+    """Widest-path matrices when every link has latency ``lat``: all pairs at once, by the
+    components the links join level by level
+    (:func:`~dnnpart.devices.route_kernels.widest_merges`), the same labels as the
+    per-source search. On a complete graph of distinct bandwidths the devices are all joined
+    after a few thousand of its links, so the rest are never looked at; checks the stop flag
+    between chunks of levels."""
+    band.fill(0.0)
+    late.fill(math.inf)
+    hop.fill(-1)
+    state = np.empty((12, n), np.int64)
+    state[0] = 0  # act
+    state[1] = np.arange(n)  # comp
+    state[2] = -1  # nxt
+    state[3] = np.arange(n)  # head
+    state[4] = 1  # size
+    state[5] = np.arange(n)  # uf
+    state[6] = -1  # big
+    state[7] = 0  # mark
+    state[8] = -1  # dist
+    state[11, 0] = n
+    _, lat_of = _hop_tables(n, 1.0, lat, "widest")
+    n_levels = lstart.size - 1
+    k = 0
+    while k < n_levels:
+        check_stop(0, n)
+        k = rk.widest_merges(k, CHUNK_WORK, ptr, nbr, eid, aa, bb, bwa, order, lstart, lat_of,
+                             state, band, late, hop)
+    check_stop(n, n)
+
+
+def _saf(n: int, aa: IntArray, bb: IntArray, bwa: FloatArray, la: FloatArray,
+         band: FloatArray, late: FloatArray, hop: IntArray) -> None:
+    """Store-and-forward rows: the scanning kernel on a dense graph without parallel links,
+    else the heap kernel (the same labels: :func:`~dnnpart.devices.route_kernels.saf_dense_rows`)."""
+    m = aa.size
+    with np.errstate(divide="ignore"):
+        inv = np.where(np.isinf(bwa), 0.0, 1.0 / bwa)
+    if _dense(n, m):
+        one_latency = _equal(la)
+        winv, wlat, has, simple = rk.dense_weights(n, aa, bb, inv, la, not one_latency)
+        if simple:  # a scan per source beats the heap's scattered reads of link weights
+            if m == n * (n - 1) // 2:
+                has = np.zeros((0, 0), np.bool_)  # every pair linked: nothing to look up
+            lat_of = (_hop_tables(n, 1.0, float(la[0]), "widest")[1] if one_latency
+                      else np.zeros(0))
+            _chunked(n, n * n // 2, lambda s0, s1: rk.saf_dense_rows(
+                s0, s1, winv, wlat, has, lat_of, band, late, hop))
+            return
+        del winv, wlat, has
+    ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
+    fifo = _equal(la) and _equal(inv)
+    _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late, hop,
+                                               fifo))
 
 
 def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
@@ -278,21 +371,66 @@ def route_blocks(block: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.Ar
     return band, late, hop
 
 
+def route_grid(dims: Sequence[int], wrap: bool, bandwidth: float, latency: float, *,
+               rule: str = "widest") -> tuple[FloatArray, FloatArray]:
+    """Bandwidth and latency matrices of a mesh (``wrap=False``) or torus of equal links.
+
+    Every link being the same, a pair's label is that of a path of as many hops as the
+    pair's distance on the grid: the sum over the axes of the coordinate differences (on a
+    torus, the shorter way round). The same matrices as :func:`route` on the grid's links
+    (the labels of :func:`_hop_tables`), built a block of rows at a time with numpy: no
+    search, no numba. Device ``i`` has the row-major coordinates of ``i`` in ``dims``.
+
+    Examples
+    --------
+    >>> bw, lat = route_grid((2, 3), False, 4.0, 1.0, rule="store-and-forward")
+    >>> bw[0].tolist(), lat[0].tolist()      # device 5 is 1 + 2 hops from device 0
+    ([inf, 4.0, 2.0, 4.0, 2.0, 1.3333333333333333], [0.0, 1.0, 2.0, 1.0, 2.0, 3.0])
+    """
+    shape = tuple(int(k) for k in dims)
+    n = math.prod(shape)
+    if check_rule(rule) == "direct" or n < 2:
+        raise UsageError("route_grid: a rule that forwards, and at least two devices")
+    band_of, lat_of = _hop_tables(n, float(bandwidth), float(latency), rule)
+    coords = np.indices(shape).reshape(len(shape), n).astype(np.int32)
+    tables = []  # per axis, the hops between two coordinates
+    for k in shape:
+        diff = np.abs(np.arange(k, dtype=np.int32)[:, None] - np.arange(k, dtype=np.int32))
+        tables.append(np.minimum(diff, k - diff) if wrap else diff)
+    band = np.empty((n, n))
+    late = np.empty((n, n))
+    step = _step(n, n // 2)  # about CHUNK_WORK entries a block
+    for r0 in range(0, n, step):
+        check_stop(r0, n)
+        r1 = min(n, r0 + step)
+        hops = np.zeros((r1 - r0, n), np.int32)
+        for axis, table in enumerate(tables):
+            hops += table[coords[axis, r0:r1, None], coords[axis]]
+        band[r0:r1] = band_of[hops]
+        late[r0:r1] = lat_of[hops]
+    check_stop(n, n)
+    np.fill_diagonal(band, math.inf)
+    np.fill_diagonal(late, 0.0)
+    return band, late
+
+
 def unreachable_pair(bandwidth: FloatArray) -> tuple[int, int] | None:
     """First pair ``(i, j)`` with no route (bandwidth 0 off the diagonal), or ``None``."""
     bad = np.argwhere(bandwidth <= 0)
     return None if bad.size == 0 else (int(bad[0, 0]), int(bad[0, 1]))
 
 
-def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices: int, a: int,
-               b: int, level: float | None = None, *, rule: str = "widest") -> list[int]:
+def route_path(cluster_links: Sequence[tuple[int, int, float, float]] | LinkTable,
+               n_devices: int, a: int, b: int, level: float | None = None, *,
+               rule: str = "widest") -> list[int]:
     """Indices of the links on the path the rule picks from ``a`` to ``b`` (in order).
 
-    ``cluster_links`` are ``(a, b, bandwidth, latency)``. The path carries the label of the
-    rule's matrices (best bottleneck, least latency, then fewest hops for ``widest``); among
-    equal ones, the first the Dijkstra finds (deterministic). Used for link contention, which
-    needs the physical links a transfer crosses. ``level`` is accepted for compatibility (the
-    pair's widest bottleneck); the search finds it itself.
+    ``cluster_links`` are ``(a, b, bandwidth, latency)``, or a cluster's
+    :class:`~dnnpart.devices.links.LinkTable` (read as arrays, no objects made). The path
+    carries the label of the rule's matrices (best bottleneck, least latency, then fewest
+    hops for ``widest``); among equal ones, the first the Dijkstra finds (deterministic).
+    Used for link contention, which needs the physical links a transfer crosses. ``level``
+    is accepted for compatibility (the pair's widest bottleneck); the search finds it itself.
 
     Examples
     --------
@@ -301,17 +439,23 @@ def route_path(cluster_links: Sequence[tuple[int, int, float, float]], n_devices
     """
     if a == b:
         return []
-    arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
-    ids = np.arange(arr.shape[0])
-    aa, bb = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
-    keep = (arr[:, 2] > 0) & (aa != bb)
-    ids, aa, bb, bw, la = ids[keep], aa[keep], bb[keep], arr[keep, 2], arr[keep, 3]
+    if isinstance(cluster_links, LinkTable):  # its arrays: no Link objects
+        cols = (cluster_links.a, cluster_links.b, cluster_links.bandwidth, cluster_links.latency)
+    else:
+        arr = np.asarray([x[:4] for x in cluster_links], dtype=np.float64).reshape(-1, 4)
+        cols = (arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3])
+    ids = np.arange(cols[0].size)
+    aa, bb = cols[0], cols[1]
+    keep = (cols[2] > 0) & (aa != bb)
+    ids, aa, bb, bw, la = ids[keep], aa[keep], bb[keep], cols[2][keep], cols[3][keep]
     if check_rule(rule) == "direct":
-        cands = [k for k in range(ids.size) if {int(aa[k]), int(bb[k])} == {a, b}]
-        if not cands:
+        cands = np.flatnonzero(((aa == a) & (bb == b)) | ((aa == b) & (bb == a)))
+        if not cands.size:
             raise UsageError(f"no path from device {a} to device {b}")
-        return [int(ids[min(cands, key=lambda k: (-bw[k], la[k], k))])]
+        best = cands[np.lexsort((cands, la[cands], -bw[cands]))[0]]  # widest, least latency
+        return [int(ids[best])]
     n = int(n_devices)
+    _kernels(n, ids.size)
     parent = np.empty(n, np.int64)
     rb, rl, rh = np.empty(n), np.empty(n), np.empty(n, np.int64)
     if rule == "store-and-forward":

@@ -39,10 +39,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dnnpart.devices.cluster import ACCELERATOR, Cluster, Device, Link
+from dnnpart.devices.cluster import ACCELERATOR, Cluster, Device
+from dnnpart.devices.links import Link, LinkTable
 from dnnpart.devices.presets import PCIE3_X16_BANDWIDTH, two_level_cluster
-from dnnpart.devices.routing import route, route_blocks, unreachable_pair
+from dnnpart.devices.routing import route, route_blocks, route_grid, unreachable_pair
 from dnnpart.errors import UsageError
+
+IntArray = npt.NDArray[np.int64]
 
 #: One NVLink 2.0 brick, bytes/s per direction (V100: 25 GB/s signalling, ~24 usable).
 NVLINK2_BRICK = 24e9
@@ -63,7 +66,7 @@ DGX1_NVLINK: dict[tuple[int, int], int] = {
 
 
 def cluster_from_links(
-    devices: Sequence[Device], links: Sequence[Link], *, name: str = "",
+    devices: Sequence[Device], links: Sequence[Link] | LinkTable, *, name: str = "",
     group: Sequence[int] | npt.ArrayLike | None = None, time_unit_s: float = 1e-3,
     reference_bandwidth: float | None = None, routing: str = "widest",
     matrices: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None,
@@ -86,13 +89,12 @@ def cluster_from_links(
     """
     d = len(devices)
     check_link_count(len(links), "links")
-    ends = np.fromiter((max(x.a, x.b) for x in links), np.int64, len(links))
-    if ends.size and ends.max() >= d:
-        bad = links[int(np.argmax(ends >= d))]
-        raise UsageError(f"link {bad.a}-{bad.b}: the topology has {d} devices")
+    table = LinkTable.of(links)  # arrays: a complete topology builds no Link objects
+    if table.max_end() >= d:
+        k = int(np.argmax(np.maximum(table.a, table.b) >= d))
+        raise UsageError(f"link {table.a[k]}-{table.b[k]}: the topology has {d} devices")
     if matrices is None:
-        bw, lat, _ = route(d, [x.a for x in links], [x.b for x in links],
-                           [x.bandwidth for x in links], [x.latency for x in links], rule=routing,
+        bw, lat, _ = route(d, table.a, table.b, table.bandwidth, table.latency, rule=routing,
                            hops=False)
     else:
         bw, lat = matrices
@@ -106,7 +108,7 @@ def cluster_from_links(
         devices=tuple(devices), bandwidth=bw, latency=lat,
         group=np.zeros(d, np.int64) if group is None else np.asarray(group, np.int64),
         name=name, time_unit_s=time_unit_s, reference_bandwidth=reference_bandwidth,
-        links=tuple(links), routed=True, routing=routing,
+        links=table, routed=True, routing=routing,
     )
 
 
@@ -180,22 +182,28 @@ def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: fl
         raise UsageError(f"{name}: every axis needs >= 1 device, got {list(dims)}")
     n = int(np.prod(dims))
     index = np.arange(n).reshape(tuple(dims))
-    links: list[Link] = []
+    parts: list[tuple[IntArray, IntArray, IntArray]] = []
     for axis, k in enumerate(dims):
         if k < 2:
             continue
-        src = index
         dst = np.roll(index, -1, axis=axis)
-        pairs = zip(src.reshape(-1).tolist(), dst.reshape(-1).tolist(), strict=True)
-        coord = np.indices(tuple(dims))[axis].reshape(-1)
-        for (u, v), c in zip(pairs, coord.tolist(), strict=True):
-            last = c == k - 1
-            if last and (not wrap or k == 2):  # mesh: no wrap; torus of 2: link already there
-                continue
-            links.append(Link(a=u, b=v, bandwidth=bw, latency=latency, kind=f"axis{axis}"))
+        # the link from each device to its successor on this axis; the last device wraps
+        # round (torus) unless the axis has 2 devices (that link is already there)
+        keep = np.ones(index.shape, np.bool_)
+        if not wrap or k == 2:
+            keep[(slice(None),) * axis + (k - 1,)] = False
+        src_k, dst_k = index[keep], dst[keep]  # row-major: the order of a plain loop
+        parts.append((src_k, dst_k, np.full(src_k.size, axis, np.int64)))
+    a, b, kind = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
+                  for i in range(3))
+    links = LinkTable(a, b, np.full(a.size, bw), np.full(a.size, latency), kind=kind,
+                      labels=tuple(f"axis{i}" for i in range(len(dims))))
+    # equal links: the matrices follow from the grid distance (no search, no numba)
+    matrices = route_grid(dims, wrap, bw, latency, rule=routing) if n > 1 and \
+        routing != "direct" else None
     return cluster_from_links(_accelerators(n, memory), links,
                               name=f"{name} {'x'.join(map(str, dims))}{_suffix(routing)}",
-                              routing=routing)
+                              routing=routing, matrices=matrices)
 
 
 def mesh2d(*, x: int = 4, y: int = 4, bw: float = 25e9, latency: float = 0.0,
@@ -261,10 +269,9 @@ def _complete(block: npt.ArrayLike, bandwidth: npt.ArrayLike, latency: npt.Array
     la = np.asarray(latency, dtype=np.float64)
     ii, jj = np.triu_indices(n, 1)
     bi, bj = blk[ii], blk[jj]
-    label = np.array(kinds, dtype=object)[(bi == bj).astype(np.int64)]
-    links = [Link(a=a, b=b, bandwidth=w, latency=lat, kind=k) for a, b, w, lat, k in
-             zip(ii.tolist(), jj.tolist(), bw[bi, bj].tolist(), la[bi, bj].tolist(),
-                 label.tolist(), strict=True)]
+    links = LinkTable(ii, jj, bw[bi, bj], la[bi, bj], kind=(bi == bj).astype(np.int64),
+                      labels=kinds)
+    del ii, jj, bi, bj
     band, late, _ = route_blocks(blk, bw, la, rule=routing)
     return cluster_from_links(_accelerators(n, memory) if devices is None else devices, links,
                               name=name, group=group, reference_bandwidth=reference_bandwidth,
@@ -340,8 +347,8 @@ def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: fl
     check_link_count(n * (n - 1) // 2, f"uniform_dist: a complete topology of {n} devices")
     draws = np.random.default_rng(seed).uniform(lo, hi, size=(n, n))
     ii, jj = np.triu_indices(n, 1)
-    links = [Link(a=a, b=b, bandwidth=w, latency=latency) for a, b, w in
-             zip(ii.tolist(), jj.tolist(), draws[ii, jj].tolist(), strict=True)]
+    links = LinkTable(ii, jj, draws[ii, jj], np.full(ii.size, latency))
+    del draws, ii, jj
     return cluster_from_links(_accelerators(n, memory), links,
                               name=f"uniform_dist n={n}{_suffix(routing)}", routing=routing)
 
@@ -359,8 +366,9 @@ GENERATORS: dict[str, Callable[..., Cluster]] = {
 }
 #: Largest device count a generator may build (dense d x d matrices; 4096^2 floats = 128 MiB).
 MAX_GENERATED_DEVICES = 4096
-#: Most links a topology may have: each is a Python object (about 150 bytes) shown, stored in
-#: plan files and crossed by link contention; a complete graph of 1,448 devices has 1,047,628.
+#: Most links a topology may have: kept as arrays (40 bytes a link), but each is written out
+#: in plan and cluster files and crossed by link contention as a ``Link`` object (about 150
+#: bytes); a complete graph of 1,448 devices has 1,047,628.
 MAX_LINKS = 1 << 20
 #: Integer parameters and their least value (``routed`` is 0 or 1, ``seed`` < 2**63).
 _INT_PARAMS = {"nodes": 1, "gpus": 1, "x": 1, "y": 1, "z": 1, "n": 1, "blocks": 1, "seed": 0,
