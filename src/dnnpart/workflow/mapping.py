@@ -11,9 +11,10 @@ all-reduce), ``instantiation="auto"`` choosing between them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import UsageError
@@ -46,25 +47,35 @@ class StageMapping:
         return self.device_of is not None
 
 
-def _routed(spec: str, time_limit: float | None) -> tuple[Cluster, float]:
-    """``--cluster SPEC`` resolved (and routed) under the time limit and Ctrl-C: the routing
-    of a large topology stops like a search (exit 1 at the limit, 130 on Ctrl-C)."""
+T = TypeVar("T")
+
+
+def _within_limit(what: str, work: Callable[[], T], time_limit: float | None) -> tuple[T, float]:
+    """``work()`` under the time limit and Ctrl-C, with the seconds it took: building a large
+    topology, or the mapper's tables on thousands of devices, stops like a search (exit 1 at
+    the limit, naming ``what``; 130 on Ctrl-C)."""
     import time
 
     from dnnpart import interrupt
-    from dnnpart.cost import resolve_cluster
     from dnnpart.errors import ProblemTooLargeError
 
     start = time.monotonic()
     try:
         with interrupt.guard(time_limit):
-            devices = resolve_cluster(spec).cluster
-    except interrupt.Stopped:  # the backstop, in code between the routing's own checks
+            done = work()
+    except interrupt.Stopped:  # a stop point, or the backstop between them
         if interrupt.stop_reason() == interrupt.TIME_LIMIT:
-            raise ProblemTooLargeError("--cluster: building the topology did not end within "
-                                       "the time limit") from None
+            raise ProblemTooLargeError(f"{what} did not end within the time limit") from None
         raise KeyboardInterrupt from None
-    return devices, time.monotonic() - start
+    return done, time.monotonic() - start
+
+
+def _routed(spec: str, time_limit: float | None) -> tuple[Cluster, float]:
+    """``--cluster SPEC`` resolved (and routed) within the time limit."""
+    from dnnpart.cost import resolve_cluster
+
+    return _within_limit("--cluster: building the topology",
+                         lambda: resolve_cluster(spec).cluster, time_limit)
 
 
 def map_stage_graph(
@@ -121,9 +132,11 @@ def map_stage_graph(
                  "random": random_mapping(graph, seed)}
     base_obj = {k: max_stage_time(graph, topo, m, kind) for k, m in baselines.items()}
     if mapping == "parmesan":
-        res = map_stages(graph, topo, instantiation=kind, eps=eps, time_limit=time_limit,
-                         threads=threads, deterministic=deterministic, node_limit=node_limit,
-                         seed=seed)
+        # the search keeps its incumbent at the limit; its tables (minutes on thousands of
+        # devices) stop at it
+        res, _ = _within_limit("map: the mapper's tables", lambda: map_stages(
+            graph, topo, instantiation=kind, eps=eps, time_limit=time_limit, threads=threads,
+            deterministic=deterministic, node_limit=node_limit, seed=seed), time_limit)
         device_of = res.device_of
         payload: dict[str, Any] = {
             "mapping": mapping, "status": res.status.value, "instantiation": res.instantiation,

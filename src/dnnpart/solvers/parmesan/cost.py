@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from dnnpart import interrupt
 from dnnpart.pricing.pairs import Topology
 from dnnpart.pricing.stages import check_mapping
 from dnnpart.stages import FloatArray, IntArray, PipelineStages
@@ -119,6 +120,13 @@ def total_p2p_time(stages: PipelineStages, topo: Topology, device_of: npt.ArrayL
     return float(topo.transfer_time(stages.comm_bytes[src, dst][None, :], dev[:, src], dev[:, dst]).sum())
 
 
+def _stop_point() -> None:
+    """The tables take minutes on thousands of devices: stop there when asked (Ctrl-C, the
+    time limit of the guard around them)."""
+    if interrupt.stop_requested():
+        raise interrupt.Stopped
+
+
 def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
     """``(S, D)``: ``c_u(s)`` plus Eq. 8's inner minimum for stage ``s`` on device ``d``."""
     d_n = topo.n_devices
@@ -132,6 +140,7 @@ def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
                  topo.pair_matrix(float(comm[t, s])) if comm[t, s] > 0 else None)
                 for t in nbrs]
         for d in range(d_n):
+            _stop_point()
             cost = np.zeros((len(nbrs), d_n))
             for i, (out_m, in_m) in enumerate(mats):
                 if out_m is not None:
@@ -160,6 +169,7 @@ def allreduce_device_table(stages: PipelineStages, topo: Topology) -> FloatArray
             continue
         pm = topo.pair_matrix(float(ring[s]), 2.0 * (r_n - 1))
         for d in range(d_n):
+            _stop_point()
             a = pm[:, d].copy()  # previous replica -> d
             b = pm[d, :].copy()  # d -> next replica
             a[d] = np.inf

@@ -58,6 +58,7 @@ from dnnpart.solvers.parmesan.baselines import cs_mapping, p2p_first_mapping, ra
 from dnnpart.solvers.parmesan.cost import (
     Instantiation,
     Terms,
+    _stop_point,
     build_terms,
     choose_instantiation,
     lower_bound,
@@ -126,6 +127,7 @@ def search_order(terms: Terms, n: int) -> IntArray:
     w_conn = np.zeros(n)
     order: list[int] = []
     for _ in range(n):
+        _stop_point()
         best, key = -1, (-1, -1.0, -1.0)
         for v in range(n):
             if placed[v]:
