@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
+from dnnpart.devices.links import LinkTable
 from dnnpart.errors import UsageError
 from dnnpart.graph.core import CONTROL, Graph
 from dnnpart.plan import Plan
@@ -125,7 +126,9 @@ def contention_resources(graph: Graph, cluster: Cluster,
     src = graph.edge_sources()
     pairs = np.unique(assignment[src] * d + assignment[graph.succ_idx])
     paths: dict[int, list[int]] = {}
-    links = [(x.a, x.b, x.bandwidth, x.latency) for x in cluster.links]
+    links = cluster.links
+    assert isinstance(links, LinkTable)  # Cluster stores a table: routed from its arrays
+    ends_a, ends_b = links.a.tolist(), links.b.tolist()
     for p in pairs.tolist():
         u, v = divmod(p, d)
         if u == v:
@@ -135,9 +138,9 @@ def contention_resources(graph: Graph, cluster: Cluster,
                               rule=cluster.routing)
             at, res = u, []
             for k in hops:  # direction of each hop along the path
-                x = cluster.links[k]
-                res.append(2 * k if x.a == at else 2 * k + 1)
-                at = x.b if x.a == at else x.a
+                forward = ends_a[k] == at
+                res.append(2 * k if forward else 2 * k + 1)
+                at = ends_b[k] if forward else ends_a[k]
             paths[p] = res
         else:
             paths[p] = [p]
