@@ -142,7 +142,7 @@ def with_weights(ops: OpGraph, *, training: bool = True) -> Graph:
     The zoo's graphs carry only ``memory_bytes`` (weights + output activation per node), which
     the simulator and phase 1 then read as the weights a stage all-reduces: ResNet-50 at 8
     samples per micro-batch would all-reduce 2.6 GB instead of its 0.1 GB of weights, and every
-    workload would look all-reduce-bound (the named cause of Table 1's 1.00x before issue 31).
+    workload would look all-reduce-bound (which flattened Table 1's mapping gain to 1.00x).
 
     Examples
     --------
