@@ -145,6 +145,24 @@ def _take(heap: IntArray, pos: IntArray, size: int, head: int, k1: FloatArray, k
     return u, size - 1, (head + 1) % heap.shape[0]
 
 
+def _relax(u: int, w: int, e: int, elat: FloatArray, dist: FloatArray, hops: IntArray,
+           parent: IntArray, fresh: IntArray, nfresh: int, heap: IntArray, pos: IntArray,
+           size: int, head: int, zero: FloatArray, fifo: bool) -> tuple[int, int]:
+    """Widest path's relaxation of link ``e`` from ``u`` to ``w`` on (latency, hops): the new
+    heap size and count of devices first reached at this level."""
+    nd = dist[u] + elat[e]
+    nh = hops[u] + 1
+    if nd < dist[w] or (nd == dist[w] and nh < hops[w]):
+        if dist[w] == math.inf:
+            fresh[nfresh] = w
+            nfresh += 1
+        dist[w] = nd
+        hops[w] = nh
+        parent[w] = e
+        size = _put(heap, pos, size, head, w, dist, zero, hops, fifo)
+    return size, nfresh
+
+
 def widest_source(s: int, ptr: IntArray, nbr: IntArray, eid: IntArray, ea: IntArray,
                   eb: IntArray, ebw: FloatArray, elat: FloatArray, order: IntArray,
                   lstart: IntArray, stop_at: int, row_bw: FloatArray, row_lat: FloatArray,
@@ -187,31 +205,13 @@ def widest_source(s: int, ptr: IntArray, nbr: IntArray, eid: IntArray, ea: IntAr
             for u, w in ((ea[e], eb[e]), (eb[e], ea[e])):
                 if dist[u] == math.inf:
                     continue
-                nd = dist[u] + elat[e]
-                nh = hops[u] + 1
-                if nd < dist[w] or (nd == dist[w] and nh < hops[w]):
-                    if dist[w] == math.inf:
-                        fresh[nfresh] = w
-                        nfresh += 1
-                    dist[w] = nd
-                    hops[w] = nh
-                    parent[w] = e
-                    size = _put(heap, pos, size, head, w, dist, zero, hops, fifo)
+                size, nfresh = _relax(u, w, e, elat, dist, hops, parent, fresh, nfresh, heap,
+                                      pos, size, head, zero, fifo)
         while size > 0:
             u, size, head = _take(heap, pos, size, head, dist, zero, hops, fifo)
             for j in range(ptr[u], ptr[u] + act[u]):
-                w = nbr[j]
-                e = eid[j]
-                nd = dist[u] + elat[e]
-                nh = hops[u] + 1
-                if nd < dist[w] or (nd == dist[w] and nh < hops[w]):
-                    if dist[w] == math.inf:
-                        fresh[nfresh] = w
-                        nfresh += 1
-                    dist[w] = nd
-                    hops[w] = nh
-                    parent[w] = e
-                    size = _put(heap, pos, size, head, w, dist, zero, hops, fifo)
+                size, nfresh = _relax(u, nbr[j], eid[j], elat, dist, hops, parent, fresh,
+                                      nfresh, heap, pos, size, head, zero, fifo)
         level = ebw[order[lstart[k]]]
         for i in range(nfresh):
             w = fresh[i]
@@ -557,10 +557,10 @@ def widest_merges(k: int, budget: int, ptr: IntArray, nbr: IntArray, eid: IntArr
     return n_levels if state[11, 0] <= 1 else k
 
 #: The kernels, in the order :func:`compiled` wraps them; the helpers are inlined.
-KERNELS = ("adjacency", "_less", "_sift_up", "_push", "_pop", "_put", "_take", "widest_source",
-           "widest_rows", "saf_source", "saf_rows", "uniform_rows", "dense_weights",
+KERNELS = ("adjacency", "_less", "_sift_up", "_push", "_pop", "_put", "_take", "_relax",
+           "widest_source", "widest_rows", "saf_source", "saf_rows", "uniform_rows", "dense_weights",
            "saf_dense_rows", "_find", "widest_merges")
-_INLINE = frozenset({"_less", "_sift_up", "_push", "_pop", "_put", "_take", "_find"})
+_INLINE = frozenset({"_less", "_sift_up", "_push", "_pop", "_put", "_take", "_relax", "_find"})
 _compiling = threading.Lock()
 _state = {"compiled": False}
 
