@@ -5,7 +5,8 @@ threshold is free there, and by default raises its mmap threshold as large block
 A training step's activations grow and shrink by tens of megabytes, so each step the kernel
 maps those pages again and every first write to them is a page fault: on this project's CPU
 runner a ResNet-50 micro-batch step of 2 images at 128x128 faulted 55-86 MB of pages per
-step, with the step about a third slower, while an operator timed alone by ``calibrate``
+step, and took 1.07-1.46 s against 0.65-0.68 s with the pages kept (one thread, a loaded
+machine), while an operator timed alone by ``calibrate``
 reuses the same block and faults nothing. The cost model assumes the calibrated case: an
 operator's output is fresh memory only when it is a large block
 (:data:`~dnnpart.cost.ops.FRESH_ALLOCATION_BYTES` or more), which ``calibrate`` prices by
