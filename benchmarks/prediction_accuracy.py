@@ -26,6 +26,12 @@ Usage::
 
 Writes ``bench-results/prediction_accuracy.md`` and ``.json`` (the published copy:
 ``docs/results/prediction-accuracy.md``).
+
+On a GPU (``--device cuda --ranks 1``): the same cases on one rank, ``cuda:0``, calibrated by
+``dnnpart calibrate --device cuda`` and run by ``dnnpart run --device cuda`` (peak memory from
+``torch.cuda.max_memory_allocated``); the machine file is kept beside the table
+(``bench-results/prediction_accuracy_cuda_machine.yaml``; published:
+``docs/results/prediction-accuracy-gpu.md``).
 """
 
 from __future__ import annotations
@@ -123,22 +129,100 @@ def _error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0] if lines else proc.stderr.strip().splitlines()[-1:][0] if proc.stderr.strip() else "?"
 
 
-def run_case(case: Case, machine: Path, steps: int, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+def cluster_args(machine: Path, ranks: int | None) -> list[str]:
+    """``--cluster`` for the machine file's own cluster (two ranks), or ``ranks`` of its device."""
+    if ranks is None:
+        return ["--cluster", str(machine)]
+    return ["--specs", str(machine), "--cluster", f"{ranks}x{machine_device(machine)}"]
+
+
+def machine_device(machine: Path) -> str:
+    """The device a machine file describes (its first)."""
+    import yaml
+
+    data = yaml.safe_load(machine.read_text())
+    return str(next(iter(data["devices"])))
+
+
+def run_case(case: Case, machine: Path, steps: int, tmp: Path, env: dict[str, str], *,
+             ranks: int | None = None, device: str = "cpu") -> dict[str, Any]:
     """Plan and run one case; the run's ``measurement`` and what it cost."""
     plan = tmp / f"{case.name}.json"
     start = time.perf_counter()
-    proc = _cli(["plan", *case.model, *case.plan, "--cluster", str(machine), "-o", str(plan),
+    proc = _cli(["plan", *case.model, *case.plan, *cluster_args(machine, ranks), "-o", str(plan),
                  "--quiet"], tmp, env)
     if proc.returncode != 0:
         return {"case": case.name, "failed": f"plan exit {proc.returncode}: {_error_line(proc)}"}
     planned = time.perf_counter() - start
-    proc = _cli(["run", str(plan), "--steps", str(steps), "--json", "--quiet"], tmp, env)
-    if proc.returncode != 0:
+    proc = _cli(["run", str(plan), "--steps", str(steps), "--json", "--quiet", "--device", device],
+                tmp, env)
+    # exit 1: a training check that failed its tolerance (on a GPU, against the CPU); the
+    # measurement is still there, with passed: false
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
         return {"case": case.name, "failed": f"run exit {proc.returncode}: {_error_line(proc)}"}
     result = json.loads(proc.stdout)
     return {"case": case.name, "what": case.what, "plan_s": planned,
             "run_s": time.perf_counter() - start - planned, "passed": result.get("passed"),
             "measurement": result["measurement"]}
+
+
+def reprice_case(row: dict[str, Any], cluster: list[str], tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``row`` (a case measured elsewhere, e.g. on a GPU) with its predictions made again here,
+    by this checkout's capture and cost model, for the cluster ``cluster`` names: the plan is
+    made with those arguments and priced as ``run`` prices it
+    (:func:`dnnpart.workflow.running.predict_plan_run`); the measurements are the row's."""
+    from dnnpart.export.measuring import RankMeasure
+    from dnnpart.workflow import load_planned_model
+    from dnnpart.workflow.measured import RunComparison
+    from dnnpart.workflow.running import predict_plan_run, priced_by
+
+    case = next(c for c in CASES if c.name == row["case"])
+    plan = tmp / f"{case.name}-reprice.json"
+    proc = _cli(["plan", *case.model, *case.plan, *cluster, "-o", str(plan), "--quiet"], tmp, env)
+    if proc.returncode != 0:
+        return {**row, "failed": f"plan exit {proc.returncode}: {_error_line(proc)}"}
+    planned = load_planned_model(plan, trust=True, runnable=True)
+    m = row["measurement"]
+    prediction, order = predict_plan_run(planned, microbatches=None)
+    data, source = 0.0, m["memory_measured"]
+    if source == OLD_CUDA_MEMORY:  # measured before run subtracted the step's data
+        data = step_data_bytes(planned, None, training=m["training"])
+        source += (f", less the data run had copied to the GPU before the step ({data / 1e6:,.0f} MB: "
+                   "micro-batches, targets, example tensors; from their shapes)")
+    measured = [RankMeasure(forward_s=s["forward"]["measured_s"],
+                            backward_s=(s.get("backward") or {}).get("measured_s", [0.0] * m["steps"]),
+                            step_s=m["step"]["measured_s"], peak_bytes=s["memory"]["measured_bytes"] - data,
+                            held_bytes=s["memory"]["held_bytes"], memory_source=source)
+                for s in m["stages"]]
+    comparison = RunComparison(prediction=prediction, measured=measured, step_s=m["step"]["measured_s"],
+                               training=m["training"], priced_by=priced_by(planned, order))
+    return {**row, "measurement": comparison.to_dict(), "repriced_by": " ".join(cluster)}
+
+
+#: How a GPU run measured memory before it subtracted what the step's data held.
+OLD_CUDA_MEMORY = "torch.cuda.max_memory_allocated"
+
+
+def step_data_bytes(planned: Any, microbatches: int | None, *, training: bool) -> float:
+    """Bytes ``run`` copies to a one-rank GPU before the step (and the old measurement
+    counted): the micro-batches, and for training the targets and the stage's example input
+    and output (``(m + 1) x (input + output)``); for inference the micro-batches."""
+    import torch
+
+    from dnnpart.export.training_run import main_output
+    from dnnpart.frontends.sources import example_inputs
+    from dnnpart.workflow.running import planned_microbatches
+
+    run = planned.runnable
+    source = run.source
+    m = planned_microbatches(planned, microbatches)
+    example = example_inputs(source.input_shapes, source.input_dtype, seed=1, module=source.module)
+    inputs = float(sum(x.numel() * x.element_size() for x in example))
+    if not training:
+        return m * inputs
+    with torch.no_grad():
+        out = main_output(run.module(*example))
+    return (m + 1) * (inputs + float(out.numel() * out.element_size()))
 
 
 def _pct(x: float | None) -> str:
@@ -247,52 +331,222 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _gpu_name(machine: Path) -> str:
+    """The GPU a machine file was calibrated on (``calibration.machine.gpu``)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(machine.read_text())
+        return str(data["calibration"]["machine"].get("gpu", "a GPU"))
+    except (OSError, KeyError, TypeError, AttributeError):
+        return "a GPU"
+
+
+def refit_queued(machine: Path, out: Path) -> Path:
+    """A GPU machine file whose samples hold synchronised times only (written before
+    ``calibrate`` timed each operator's launch), refitted as ``calibrate`` now fits a GPU
+    (:func:`dnnpart.workflow.calibrating.queued_samples`), with the launch times it lacks
+    estimated from what it recorded:
+
+    * an operator that launches a kernel: ``dispatch_s``, the launch of a one-element add
+      queued back to back (``measure_dispatch``);
+    * a view or shape query (no kernel): its synchronised time less the wait on an idle GPU,
+      taken as the median time of the shape queries (class ``meta``: their own host cost,
+      under a microsecond, neglected);
+    * the wait a synchronised kernel adds: the one-element add's synchronised time less
+      ``dispatch_s``.
+
+    Writes the refitted file at ``out``, its device renamed to the file's stem.
+    """
+    import yaml
+
+    from dnnpart.devices.specs import op_classes_to_dict
+    from dnnpart.workflow.calibrating import NO_KERNEL_CLASSES, Sample, fit_samples, queued_samples
+
+    data = yaml.safe_load(machine.read_text())
+    cal = data["calibration"]
+    dispatch = float(cal["dispatch_s"])
+    rows = cal["samples"]
+    idle = statistics.median(r[4] for r in rows if r[0].partition(":")[0] == "meta")
+    samples = []
+    for key, op, flops, nbytes, seconds, *_ in rows:
+        klass = key.partition(":")[0]
+        host = max(seconds - idle, 0.0) if klass in NO_KERNEL_CLASSES else dispatch
+        samples.append(Sample(klass, op, flops, nbytes, seconds, key, host_seconds=host))
+    queued = queued_samples(samples, float(cal["overhead_s"]) - dispatch)
+    fits, _ = fit_samples(queued)
+    (name, device), = data["devices"].items()
+    device = {**device, "launch_overhead_s": dispatch,
+              "op_classes": op_classes_to_dict(tuple(f.op_class(c) for c, f in sorted(fits.items())))}
+    new_name = out.stem
+    data["devices"] = {new_name: device}
+    data["cluster"] = data["cluster"].replace(name, new_name)
+    cal["refitted"] = (f"queued costs refitted offline from {machine.name}: launch times estimated "
+                       f"(dispatch {dispatch * 1e6:.1f} us, idle wait {idle * 1e6:.1f} us)")
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def op_class_table(machine: Path, preset: str) -> str:
+    """Per operator class of a GPU machine file's samples: the measured queued cost (its fits'
+    data, :func:`refit_queued` where the file lacks launch times) against the roofline of the
+    device preset ``preset`` (``max(FLOPs / (peak x eff), bytes / (bandwidth x eff)) +
+    launch``), as the median and range of roofline / measured, and the sizes they span."""
+    import yaml
+
+    from dnnpart.cost import load_catalog
+    from dnnpart.cost.model import roofline_time_s
+
+    data = yaml.safe_load(machine.read_text())
+    rows = data["calibration"]["samples"]
+    if len(rows[0]) < 7:  # synchronised times only: the estimated launch times of refit_queued
+        with tempfile.TemporaryDirectory() as tmp:
+            data = yaml.safe_load(refit_queued(machine, Path(tmp) / "q.yaml").read_text())
+        cal = data["calibration"]
+        dispatch, wait = float(cal["dispatch_s"]), float(cal["overhead_s"]) - float(cal["dispatch_s"])
+        idle = statistics.median(r[4] for r in rows if r[0].partition(":")[0] == "meta")
+        queued = [max(max(r[4] - idle, 0.0) if r[0].partition(":")[0] in ("view", "meta") else dispatch,
+                      r[4] - wait) for r in rows]
+    else:
+        queued = [r[4] for r in rows]
+    spec = load_catalog().device(preset)
+    groups: dict[str, list[tuple[float, float, float]]] = {}
+    for r, q in zip(rows, queued, strict=True):
+        if q <= 0:  # a shape query whose whole time was the wait
+            continue
+        roof = float(roofline_time_s(r[2], r[3], spec))
+        groups.setdefault(r[0].partition(":")[0], []).append((roof / q, q, r[2]))
+    lines = [f"| class | samples | measured (us, min-max) | {preset} roofline / measured: median (min-max) |",
+             "|---|---|---|---|"]
+    for klass in sorted(groups):
+        got = groups[klass]
+        ratios = [g[0] for g in got]
+        times = [g[1] * 1e6 for g in got]
+        lines.append(f"| {klass} | {len(got)} | {min(times):,.1f}-{max(times):,.1f} | "
+                     f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+    return "\n".join(lines) + "\n"
+
+
+def reprice(args: argparse.Namespace) -> int:
+    """``--reprice``: the table of a measured run, its predictions made again here."""
+    measured = json.loads(Path(args.reprice).read_text())
+    if args.cluster:
+        cluster = ["--cluster", args.cluster]
+    elif args.machine:
+        cluster = cluster_args(Path(args.machine).resolve(), args.ranks)
+    else:
+        raise SystemExit("--reprice needs --machine FILE or --cluster SPEC")
+    path = os.pathsep.join(x for x in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if x)
+    env = {**os.environ, "PYTHONPATH": path}
+    tmp = Path(tempfile.mkdtemp(prefix="dnnpart-reprice-"))
+    rows = []
+    try:
+        for row in measured["rows"]:
+            if args.names and row["case"] not in args.names:
+                continue
+            rows.append(reprice_case(row, cluster, tmp, env) if "measurement" in row else row)
+            step = (rows[-1].get("measurement") or {}).get("step") or {}
+            print(f"{row['case']}: " + (rows[-1].get("failed") or
+                  f"step {_ms(step.get('predicted_s'))} ms predicted, {_ms(step.get('median_s'))} ms "
+                  f"measured ({_pct(step.get('error'))})"), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary = summarize(rows)
+    header = [f"# Measured in {Path(args.reprice).name}, predicted here for {' '.join(cluster)}", "",
+              f"`python benchmarks/prediction_accuracy.py {' '.join(sys.argv[1:])}`, "
+              + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())]
+    out = Path(args.out or REPO / "bench-results" / "prediction_accuracy_repriced.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(table(rows, summary, header))
+    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "summary": summary,
+                                                    "repriced_by": cluster}, indent=1))
+    print(out.read_text())
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="cases (default: all): " + ", ".join(c.name for c in CASES))
     parser.add_argument("--machine", help="a machine file of this machine (default: calibrate one)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
-    parser.add_argument("--out", default=str(REPO / "bench-results" / "prediction_accuracy.md"))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the ranks run and what is calibrated (default cpu)")
+    parser.add_argument("--ranks", type=int, help="ranks of the machine file's device (default: "
+                        "its own cluster, two ranks)")
+    parser.add_argument("--out", help="table (default bench-results/prediction_accuracy[_cuda].md)")
+    parser.add_argument("--reprice", metavar="JSON", help="price again, here, the cases a run of this "
+                        "benchmark measured (its .json), for --machine (with --ranks) or --cluster")
+    parser.add_argument("--cluster", help="with --reprice: a cluster spec (e.g. 1xH100, a roofline preset)")
+    parser.add_argument("--refit-queued", nargs=2, metavar=("IN", "OUT"), help="refit a GPU machine "
+                        "file written without launch times as calibrate now fits a GPU (refit_queued)")
+    parser.add_argument("--op-classes", nargs=2, metavar=("MACHINE", "PRESET"), help="a GPU machine "
+                        "file's operator costs against a device preset's roofline, per class")
     args = parser.parse_args()
+    if args.op_classes:
+        print(op_class_table(Path(args.op_classes[0]), args.op_classes[1]), end="")
+        return 0
+    if args.refit_queued:
+        print(refit_queued(Path(args.refit_queued[0]), Path(args.refit_queued[1])))
+        return 0
+    if args.reprice:
+        return reprice(args)
+    args.out = args.out or str(REPO / "bench-results" / (
+        "prediction_accuracy.md" if args.device == "cpu" else "prediction_accuracy_cuda.md"))
     unknown = sorted(set(args.names) - {c.name for c in CASES})
     if unknown:
         parser.error(f"unknown case(s): {', '.join(unknown)}")
     chosen = [c for c in CASES if not args.names or c.name in args.names]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join(x for x in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if x)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     tmp = Path(tempfile.mkdtemp(prefix="dnnpart-accuracy-"))
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows: list[dict[str, Any]] = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = f"`python benchmarks/prediction_accuracy.py {' '.join(sys.argv[1:])}`".replace(" `", "`")
+    machine = Path(args.machine).resolve() if args.machine else tmp / (
+        "machine.yaml" if args.device == "cpu" else "gpu.yaml")
+
+    def write(final: bool) -> None:  # after every case: a run cut short keeps what it measured
+        load_after = os.getloadavg()
+        if args.device == "cpu":
+            title = "# Predicted against measured: time and memory of plans run on this CPU"
+            where = (f"{_cpu_model()}, {os.cpu_count()} cores; two gloo ranks of one thread each")
+        else:
+            title = f"# Predicted against measured: time and memory of plans run on {_gpu_name(machine)}"
+            where = (f"{_gpu_name(machine)}, {args.ranks or 2} rank(s) (cuda:0...), float32 with TF32 "
+                     f"off; host {_cpu_model()}, {os.cpu_count()} cores")
+        header = [title, "", command + f", {started}; {where}; {args.steps} timed steps after the "
+                  f"checked one; load average {load_before[0]:.2f} before, {load_after[0]:.2f} "
+                  + ("after." if final else "now (incomplete: cases still running).")]
+        summary = summarize(rows)
+        out.write_text(table(rows, summary, header))
+        out.with_suffix(".json").write_text(json.dumps(
+            {"rows": rows, "summary": summary, "device": args.device, "ranks": args.ranks}, indent=1))
+
     try:
-        machine = Path(args.machine).resolve() if args.machine else tmp / "machine.yaml"
         calibrated_ref = reference_seconds()
         if not args.machine:
-            proc = _cli(["calibrate", "-o", str(machine), "--quiet"], tmp, env)
+            proc = _cli(["calibrate", "-o", str(machine), "--quiet", "--device", args.device], tmp, env)
             if proc.returncode != 0:
                 print(f"calibrate failed: {_error_line(proc)}", file=sys.stderr)
                 return 1
+            if args.device != "cpu":  # kept: the GPU's calibration is published with its table
+                shutil.copy(machine, out.with_name(out.stem + "_machine.yaml"))
         for case in chosen:
             ref = reference_seconds()
-            row = run_case(case, machine, args.steps, tmp, env)
+            row = run_case(case, machine, args.steps, tmp, env, ranks=args.ranks, device=args.device)
             row["machine_speed"] = calibrated_ref / ref  # < 1: slower than when calibrated
             rows.append(row)
             step = (row.get("measurement") or {}).get("step") or {}
             print(f"{case.name}: " + (row.get("failed") or
                   f"step {_ms(step.get('predicted_s'))} ms predicted, {_ms(step.get('median_s'))} ms "
                   f"measured ({_pct(step.get('error'))})"), flush=True)
+            write(final=False)
+        write(final=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    load_after = os.getloadavg()
-    summary = summarize(rows)
-    header = ["# Predicted against measured: time and memory of plans run on this CPU", "",
-              f"`python benchmarks/prediction_accuracy.py {' '.join(args.names)}`".replace(" `", "`")
-              + f", {started}; {_cpu_model()}, {os.cpu_count()} cores; two gloo ranks of one "
-              f"thread each; {args.steps} timed steps after the checked one; load average "
-              f"{load_before[0]:.2f} before, {load_after[0]:.2f} after."]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(table(rows, summary, header))
-    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
     print(out.read_text())
     return 0
 

@@ -226,7 +226,7 @@ def test_retarget_points_traced_cpu_factories_at_the_stage_device() -> None:
     x = torch.randn(2, 4, device="meta")
     with pytest.raises(RuntimeError, match="device"):
         gm(x)  # the trace recorded arange(..., device=cpu)
-    from dnnpart.workflow.applying import retarget
+    from dnnpart.export.on_device import retarget
 
     retarget(gm, torch.device("meta"))
     assert gm(x).device.type == "meta"

@@ -34,6 +34,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--steps", type=int, default=5,
         help="timed steps after the checked one, measured beside the prediction (default 5, at most 1000)",
     )
+    p.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="cpu (default): every rank a CPU process; cuda: rank r on GPU r (NCCL between "
+             "training ranks), checked against the float32 CPU result",
+    )
     add_trust_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_run)
@@ -49,7 +54,7 @@ def cmd_run(args: argparse.Namespace, out: Renderer) -> int:
     with command_progress(out, "run") as progress:
         ran = run_plan(args.plan, model=args.model, trust=args.trust_plan, nproc=args.nproc,
                        microbatches=args.microbatches, schedule=args.schedule, steps=args.steps,
-                       progress=progress)
+                       device=args.device, progress=progress)
     if out.json_mode:
         out.json(dumps(ran.to_dict()))
         return EXIT_NO_PLAN if isinstance(ran, TrainingRunResult) and not ran.passed else EXIT_OK
@@ -73,7 +78,7 @@ def _print_training(info: dict[str, Any], out: Renderer) -> None:
     verdict = "passed" if info["passed"] else "FAILED"
     out.print(f"ran {info['stages']} stages on devices {', '.join(info['devices'])} as planned")
     out.print(
-        f"trained in gloo processes, schedule {info['schedule']}, {info['microbatches']} micro-batches"
+        f"trained in one process per stage, schedule {info['schedule']}, {info['microbatches']} micro-batches"
     )
     out.print(
         f"gradient check {verdict} (first step): {info['parameters_checked']} parameters, max |pipelined - "

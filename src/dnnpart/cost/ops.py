@@ -404,6 +404,8 @@ _SYNONYMS: dict[str, str] = {
     "_native_batch_norm_legit_no_training": "batchnorm",
     "_native_batch_norm_legit_functional": "batchnorm",
     "native_batch_norm": "batchnorm",
+    "cudnn_batch_norm": "batchnorm",  # what F.batch_norm dispatches to on a GPU with cuDNN
+    "_batch_norm_with_update": "batchnorm",
     "native_layer_norm": "layernorm",
     "_fused_rms_norm": "rmsnorm",
     "_scaled_dot_product_flash_attention_for_cpu": "attention",
@@ -431,6 +433,8 @@ _SYNONYMS: dict[str, str] = {
     "native_layer_norm_backward": "layernorm_backward",
     "native_batch_norm_backward": "batchnorm_backward",
     "_native_batch_norm_legit_backward": "batchnorm_backward",
+    "cudnn_batch_norm_backward": "batchnorm_backward",
+    "batch_norm_backward": "batchnorm_backward",
     "_softmax_backward_data": "softmax_backward",
     "_log_softmax_backward_data": "log_softmax_backward",
     "embedding_dense_backward": "embedding_backward",

@@ -165,7 +165,8 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
                       "loss": m * output_bytes if i == len(order) - 1 else 0.0}
         else:
             memory = {"weights": float(weights[i]), "activations": ws.peak + float(ins[i]),
-                      "buffers": (m - 1) * ws.leaving,
+                      # sends pending until the pass ends: none where one rank runs everything
+                      "buffers": (m - 1) * ws.leaving if len(order) > 1 else 0.0,
                       "outputs": m * output_bytes if i == 0 else 0.0}
         stages.append(StagePrediction(device=int(d), name=cluster.devices[d].name,
                                       forward_s=fw, backward_s=bw, memory=memory))

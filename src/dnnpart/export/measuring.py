@@ -18,9 +18,11 @@ Choices (also in ``docs/run.md``, "What run measures"):
   the bytes the rank held before: its stage's parameters and buffers (counted by storage, a
   tensor shared by two names once). Not counted: the step's input micro-batches and targets
   (the driver's data, allocated before the step) and, under ``fork``, the other stages'
-  weights a rank inherits and never touches. On CUDA: ``torch.cuda.max_memory_allocated``
-  after ``reset_peak_memory_stats`` (the same quantity from the caching allocator's own
-  counters; this path is not exercised by the tests: no GPU). Only one step is profiled
+  weights a rank inherits and never touches. On CUDA the same quantity from the caching
+  allocator's own counters: ``torch.cuda.max_memory_allocated`` after
+  ``reset_peak_memory_stats``, less ``memory_allocated`` at the start (the stage's weights,
+  and the micro-batches, targets and example tensors already copied to the device), plus the
+  stage's parameters and buffers (this path is not exercised by the tests: no GPU). Only one step is profiled
   (the first, whose values are checked): the profiler slows the operators, so the timed
   steps run without it.
 """
@@ -37,7 +39,8 @@ from typing import Any
 #: How a rank's peak memory was measured, by device type (printed with it).
 MEMORY_SOURCES = {
     "cpu": "torch.profiler memory events (allocator), plus the stage's parameters and buffers",
-    "cuda": "torch.cuda.max_memory_allocated",
+    "cuda": "torch.cuda.max_memory_allocated, less what was allocated before the step, plus the "
+            "stage's parameters and buffers",
 }
 
 
@@ -60,10 +63,13 @@ class RankMeasure:
 
 
 class ChunkTimer:
-    """Seconds spent in wrapped calls since the last :meth:`reset`, by phase."""
+    """Seconds spent in wrapped calls since the last :meth:`reset`, by phase; ``sync`` (for a
+    GPU, ``torch.cuda.synchronize``) is called before and after each call, so a call's time
+    is its kernels' and not only their launch."""
 
-    def __init__(self) -> None:
+    def __init__(self, sync: Callable[[], Any] | None = None) -> None:
         self.seconds = {"forward": 0.0, "backward": 0.0}
+        self.sync = sync
 
     def reset(self) -> None:
         for k in self.seconds:
@@ -72,11 +78,17 @@ class ChunkTimer:
     def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` timed into ``phase``."""
 
+        sync = self.sync
+
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if sync is not None:
+                sync()
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
+                if sync is not None:
+                    sync()
                 self.seconds[phase] += time.perf_counter() - t0
 
         return timed
@@ -107,6 +119,29 @@ def held_bytes(*modules: Any) -> float:
     return float(sum(seen.values()))
 
 
+def rank_device(kind: str, rank: int) -> Any:
+    """The torch device rank ``rank`` runs on: the CPU, or ``cuda:rank`` (made current,
+    TF32 off: the run is checked against float32 results and priced at float32)."""
+    import torch
+
+    if kind != "cuda":
+        return torch.device("cpu")
+    device = torch.device("cuda", rank)
+    torch.cuda.set_device(device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+def device_sync(device: Any) -> Callable[[], Any] | None:
+    """What waits for ``device``'s queued work: ``torch.cuda.synchronize`` on a GPU, else None."""
+    import torch
+
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    return lambda: torch.cuda.synchronize(device)
+
+
 @contextmanager
 def allocator_peak(device: Any, box: RankMeasure, held: float) -> Iterator[None]:
     """Record into ``box`` the peak bytes allocated while the block runs on ``device``
@@ -116,9 +151,10 @@ def allocator_peak(device: Any, box: RankMeasure, held: float) -> Iterator[None]
     if getattr(device, "type", "cpu") == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
         yield
         torch.cuda.synchronize(device)
-        box.peak_bytes = float(torch.cuda.max_memory_allocated(device))
+        box.peak_bytes = held + float(torch.cuda.max_memory_allocated(device) - before)
         box.held_bytes = held
         box.memory_source = MEMORY_SOURCES["cuda"]
         return

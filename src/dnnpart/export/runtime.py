@@ -1,6 +1,7 @@
 """Run a :class:`~dnnpart.export.stages.StagedProgram` across local processes with torch.distributed.
 
-One process per device that has stages (gloo backend, CPU). Rank 0 is the driver: it holds
+One process per device that has stages (gloo backend; on the CPU, or rank ``r`` on
+``cuda:r`` with values staged through host memory). Rank 0 is the driver: it holds
 the micro-batches, sends each one's inputs to the stages that read them and collects the
 model's outputs. Every rank runs its stages for micro-batch 0, then 1, ... (streaming:
 a rank starts the next micro-batch while later stages still work on the previous one).
@@ -18,6 +19,7 @@ whose outputs are returned, also measures each rank's peak memory.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import socket
@@ -80,9 +82,14 @@ def measure_distributed(
     timeout_s: float = 300.0,
     threads_per_process: int = 1,
     steps: int = 0,
+    device: str = "cpu",
+    spawn: bool | None = None,
 ) -> DistributedRun:
     """:func:`run_distributed`, then ``steps`` timed passes over the same micro-batches (see
-    the module docstring); measurements of the ranks that run stages, in device order."""
+    the module docstring); measurements of the ranks that run stages, in device order;
+    ``device``: ``cuda`` runs rank ``r`` on ``cuda:r`` (values between ranks still travel
+    through gloo, staged in host memory); ``spawn``: start the ranks fresh rather than
+    forked (default: for GPU ranks only, :func:`run_workers`)."""
     torch = require("torch", extra="torch", caller="dnnpart run")
 
     used = len(program.devices)
@@ -94,7 +101,8 @@ def measure_distributed(
         out_path = Path(tmp) / "outputs.pt"
         batches = [tuple(mb) for mb in microbatches]
         run_workers(_worker, (world, port, program, batches, str(out_path), timeout_s,
-                              threads_per_process, steps), world, "the distributed run")
+                              threads_per_process, steps, device), world, "the distributed run",
+                    spawn=device != "cpu" if spawn is None else spawn)
         result: list[Any] = torch.load(out_path, weights_only=False)
         measured = [RankMeasure(**torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False))
                     for r in range(used)]
@@ -102,8 +110,11 @@ def measure_distributed(
                           step_s=[max(m.step_s[i] for m in measured) for i in range(steps)])
 
 
-def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str) -> None:
-    """Run ``worker(rank, *args)`` in ``world`` processes (fork where there is one) and wait.
+def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str, *,
+                spawn: bool = False) -> None:
+    """Run ``worker(rank, *args)`` in ``world`` processes and wait: forked where the platform
+    forks, unless ``spawn`` (GPU ranks: a forked child cannot use CUDA once the parent has
+    touched it, and libraries such as transformers ask CUDA about itself while a model loads).
 
     Raises
     ------
@@ -113,7 +124,7 @@ def run_workers(worker: Any, args: tuple[Any, ...], world: int, what: str) -> No
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import start_processes
 
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    method = "fork" if "fork" in mp.get_all_start_methods() and not spawn else "spawn"
     ctx = start_processes(  # type: ignore[no-untyped-call]
         worker, args=args, nprocs=world, join=False, start_method=method)
     try:
@@ -139,6 +150,35 @@ def quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def process_group_backend(device: str, world: int) -> str:
+    """``gloo`` between CPU ranks; ``nccl`` between GPU ranks (one GPU rank needs no link:
+    gloo, which every build has)."""
+    return "nccl" if device == "cuda" and world > 1 else "gloo"
+
+
+def check_run_device(device: str, ranks: int) -> None:
+    """``UsageError`` unless this machine can run ``ranks`` ranks on ``device``.
+
+    Asks NVML rather than the CUDA runtime, so the parent process starts no CUDA context
+    before it forks its ranks (a forked child cannot use one).
+
+    Examples
+    --------
+    >>> check_run_device("cpu", 4)
+    """
+    if device == "cpu":
+        return
+    if device != "cuda":
+        raise UsageError(f"--device {device!r}: expected cpu or cuda")
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import torch
+
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found < ranks:
+        raise UsageError(f"--device cuda: the plan runs {ranks} rank(s), one GPU each, and torch "
+                         f"sees {found} CUDA device(s) on this machine")
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -156,6 +196,7 @@ def _worker(
     timeout_s: float,
     threads: int,
     steps: int,
+    device_kind: str,
 ) -> None:
     import datetime
 
@@ -163,11 +204,13 @@ def _worker(
     import torch.distributed as dist
 
     from dnnpart.export.allocator import keep_freed_heap
-    from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
+    from dnnpart.export.measuring import ChunkTimer, allocator_peak, device_sync, held_bytes, rank_device
+    from dnnpart.export.on_device import move_module
 
     quiet_worker()
     keep_freed_heap()  # the heap the cost model prices (dnnpart.export.allocator)
     torch.set_num_threads(threads)
+    device = rank_device(device_kind, rank)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(
         "gloo",
@@ -179,19 +222,26 @@ def _worker(
     try:
         rank_of = {dev: r for r, dev in enumerate(program.devices)}
         my_stages = [s for s in program.stages if rank_of[s.device] == rank]
-        timer = ChunkTimer()
+        for s in my_stages:
+            move_module(s.module, device)
+        if rank == 0:
+            batches = [tuple(_to(x, device) for x in mb) for mb in batches]
+        sync = device_sync(device)
+        timer = ChunkTimer(sync)
         calls = [timer.wrap("forward", s.module) for s in my_stages]
         measure = RankMeasure()
-        with allocator_peak(torch.device("cpu"), measure, held_bytes(*(s.module for s in my_stages))):
-            outputs = _pass(rank, program, my_stages, calls, batches)
+        with allocator_peak(device, measure, held_bytes(*(s.module for s in my_stages))):
+            outputs = _pass(rank, program, my_stages, calls, batches, device)
         if rank == 0:
-            torch.save(outputs, out_path)
+            torch.save(outputs if device.type == "cpu" else _to(outputs, torch.device("cpu")), out_path)
         del outputs
         for _ in range(steps):
             dist.barrier()
             timer.reset()
             t0 = time.perf_counter()
-            _pass(rank, program, my_stages, calls, batches)
+            _pass(rank, program, my_stages, calls, batches, device)
+            if sync is not None:
+                sync()
             measure.step_s.append(time.perf_counter() - t0)
             measure.forward_s.append(timer.seconds["forward"])
             measure.backward_s.append(0.0)
@@ -202,9 +252,26 @@ def _worker(
         dist.destroy_process_group()
 
 
+def _to(value: Any, device: Any) -> Any:
+    """``value`` (a tensor, or tuples, lists and dicts of them) on ``device``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):  # a model output (a dict subclass) keeps its type
+        moved = copy.copy(value)
+        for k, v in value.items():
+            moved[k] = _to(v, device)
+        return moved
+    return value
+
+
 def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[Any],
-          batches: list[tuple[Any, ...]]) -> list[Any]:
-    """One pass of this rank over every micro-batch; the model's outputs on rank 0."""
+          batches: list[tuple[Any, ...]], device: Any) -> list[Any]:
+    """One pass of this rank over every micro-batch; the model's outputs on rank 0.
+    Values cross ranks through host memory (gloo) and are moved to ``device`` on receipt."""
     import torch
 
     rank_of = {dev: r for r, dev in enumerate(program.devices)}
@@ -233,7 +300,7 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
             for stage, call in zip(my_stages, calls, strict=True):
                 for v in stage.inputs:
                     if v not in values:
-                        values[v] = _recv(producer_rank[v], tag_of[v])
+                        values[v] = _to(_recv(producer_rank[v], tag_of[v]), device)
                 results = call(*(values[v] for v in stage.inputs))
                 for v, value in zip(stage.outputs, results, strict=True):
                     values[v] = value
@@ -247,7 +314,7 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
         for values in kept:
             for v in program.output_values:
                 if v not in values:
-                    values[v] = _recv(producer_rank[v], tag_of[v])
+                    values[v] = _to(_recv(producer_rank[v], tag_of[v]), device)
     outputs = [assemble_output(program, values) for values in kept]
     for work in pending:
         work.wait()
@@ -264,7 +331,7 @@ def _send(value: Any, dst: int, tag: int) -> list[Any]:
         and str(value.dtype).removeprefix("torch.") in _DTYPES
         and value.dim() <= HEADER_LEN - 3
     ):
-        payload = value.detach().contiguous()
+        payload = value.detach().cpu().contiguous()
         header[0], header[1], header[2] = _KIND_TENSOR, _DTYPES.index(str(value.dtype)[6:]), value.dim()
         header[3 : 3 + value.dim()] = torch.tensor(value.shape, dtype=torch.int64)
     else:

@@ -286,6 +286,14 @@ def _example(x: Any, grad: bool) -> Any:
     return y.requires_grad_(True) if grad and y.is_floating_point() else y
 
 
+def _on(x: Any, device: Any) -> Any:
+    """``x`` on ``device`` (a leaf that requires grad stays one: ``PipelineStage``'s examples)."""
+    if getattr(x, "device", device) == device:
+        return x
+    y = x.detach().to(device)
+    return y.requires_grad_(True) if x.requires_grad else y
+
+
 def reference_step(
     gm: Any, microbatches: Sequence[tuple[Any, ...]], targets: Sequence[Any]
 ) -> tuple[list[float], dict[str, Any]]:
@@ -340,10 +348,14 @@ def run_training_step(
     timeout_s: float = 300.0,
     steps: int = 0,
     recompute: bool = False,
+    device: str = "cpu",
+    spawn: bool | None = None,
 ) -> TrainingRun:
     """One pipelined training step across ``len(program.stages)`` gloo processes, checked;
     then ``steps`` more steps, timed (see the module docstring); ``recompute``: each stage
-    recomputes its forward in its backward (:func:`carry_module`).
+    recomputes its forward in its backward (:func:`carry_module`); ``device``: ``cuda`` runs
+    stage ``k`` on ``cuda:k`` (NCCL between ranks), checked against the float32 CPU step;
+    ``spawn``: as for :func:`~dnnpart.export.runtime.measure_distributed`.
 
     Raises
     ------
@@ -374,8 +386,9 @@ def run_training_step(
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="dnnpart-train-") as tmp:
         run_workers(_worker, (world, port, program, carry, alias, examples, batch, full_target, n,
-                              schedule, tmp, timeout_s, steps, recompute),
-                    world, "the pipelined training run")
+                              schedule, tmp, timeout_s, steps, recompute, device),
+                    world, "the pipelined training run",
+                    spawn=device != "cpu" if spawn is None else spawn)
         parts = [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
     # one thread, as in the workers: CPU kernels pick their reduction order by thread count,
     # and batch norm over a few values (ResNet's last blocks on small images) amplifies that
@@ -428,6 +441,7 @@ def _worker(
     timeout_s: float,
     steps: int,
     recompute: bool,
+    device_kind: str,
 ) -> None:
     import datetime
 
@@ -436,24 +450,29 @@ def _worker(
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     from dnnpart.export.allocator import keep_freed_heap
-    from dnnpart.export.measuring import ChunkTimer, allocator_peak, held_bytes
-    from dnnpart.export.runtime import quiet_worker
+    from dnnpart.export.measuring import ChunkTimer, allocator_peak, device_sync, held_bytes, rank_device
+    from dnnpart.export.on_device import move_module
+    from dnnpart.export.runtime import process_group_backend, quiet_worker
 
     quiet_worker()
     keep_freed_heap()  # the heap the cost model prices (dnnpart.export.allocator)
     torch.set_num_threads(1)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    device = rank_device(device_kind, rank)
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=timeout_s),
+        process_group_backend(device_kind, world), init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
-        module = carry_module(program, rank, carry, recompute)
+        module = move_module(carry_module(program, rank, carry, recompute), device)
         module.zero_grad(set_to_none=True)
-        ins, outs = examples[rank]
-        device = torch.device("cpu")
+        ins, outs = (tuple(_on(x, device) for x in part) if isinstance(part, tuple) else _on(part, device)
+                     for part in examples[rank])
+        batch = tuple(_on(x, device) for x in batch)
+        target = _on(target, device)
         stage = PipelineStage(module, rank, world, device, input_args=ins, output_args=outs)
-        timer = ChunkTimer()  # inside the schedule, between its receives and sends
+        sync = device_sync(device)
+        timer = ChunkTimer(sync)  # inside the schedule, between its receives and sends
         stage.forward_one_chunk = timer.wrap("forward", stage.forward_one_chunk)  # type: ignore[method-assign]
         stage.backward_one_chunk = timer.wrap("backward", stage.backward_one_chunk)  # type: ignore[method-assign]
 
@@ -475,7 +494,7 @@ def _worker(
         losses: list[Any] = []
         with allocator_peak(device, measure, held_bytes(module)):
             step(losses)  # the checked step, and the warm-up
-        grads = {alias.get(n, n): p.grad.detach().clone()
+        grads = {alias.get(n, n): p.grad.detach().cpu().clone()
                  for n, p in module.inner.named_parameters() if p.grad is not None}
         for _ in range(steps):
             module.zero_grad(set_to_none=True)
@@ -483,6 +502,8 @@ def _worker(
             timer.reset()
             t0 = time.perf_counter()
             step([] if last else None)
+            if sync is not None:
+                sync()
             measure.step_s.append(time.perf_counter() - t0)
             measure.forward_s.append(timer.seconds["forward"])
             measure.backward_s.append(timer.seconds["backward"])

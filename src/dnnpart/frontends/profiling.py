@@ -46,10 +46,13 @@ def profile_fx(
 def time_fx_nodes(
     gm: fx.GraphModule, example_inputs: Sequence[Any], *, repeats: int = 10, warmup: int = 3,
     sync: Callable[[], Any] | None = None,
+    host: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Median time in ms of every node of ``gm`` that ran, by node name (module docstring).
 
-    ``sync`` is called before and after each node (``torch.cuda.synchronize`` to time a GPU).
+    ``sync`` is called before and after each node (``torch.cuda.synchronize`` to time a GPU);
+    with it, ``host`` (when given) receives each node's median ms until its call returned,
+    before the wait for its kernels: the host's launch cost.
     """
     torch = require("torch", extra="torch", caller="profiling")
     from torch import fx
@@ -57,6 +60,7 @@ def time_fx_nodes(
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     samples: dict[str, list[float]] = defaultdict(list)
+    launched: dict[str, list[float]] = defaultdict(list)
 
     class Timer(fx.Interpreter):
         record = False
@@ -72,7 +76,10 @@ def time_fx_nodes(
             start = time.perf_counter()
             result = call(n.target, args, kwargs)
             if sync is not None:
+                returned = time.perf_counter()
                 sync()
+                if self.record:
+                    launched[n.name].append((returned - start) * 1e3)
             if self.record:
                 samples[n.name].append((time.perf_counter() - start) * 1e3)
             return result
@@ -92,6 +99,8 @@ def time_fx_nodes(
     finally:
         if enabled:
             gc.enable()
+    if host is not None:
+        host.update({name: statistics.median(got) for name, got in launched.items()})
     return {name: statistics.median(got) for name, got in samples.items()}
 
 

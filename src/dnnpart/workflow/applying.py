@@ -60,14 +60,13 @@ def program_stage(program: Any, rank: int, device: Any, example: Sequence[Any]) 
     import torch
     from torch.distributed.pipelining import PipelineStage
 
+    from dnnpart.export.on_device import move_module
     from dnnpart.export.training_run import carries, carry_module, stage_examples
 
     carry = carries(program)
     ins, outs = stage_examples(program, carry, tuple(example), stages=rank + 1)[rank]
     dev = torch.device(device)
-    module = carry_module(program, rank, carry)
-    retarget(module, dev)
-    module.to(dev)
+    module = move_module(carry_module(program, rank, carry), dev)
 
     def move(x: Any) -> Any:
         if isinstance(x, tuple):
@@ -76,24 +75,6 @@ def program_stage(program: Any, rank: int, device: Any, example: Sequence[Any]) 
 
     return PipelineStage(module, rank, len(program.stages), dev, input_args=move(ins),
                          output_args=move(outs))
-
-
-def retarget(module: Any, device: Any) -> None:
-    """Point the tensor factories that a trace recorded on the CPU (``arange(...,
-    device=cpu)`` for position ids) at ``device``, in every ``fx`` graph of ``module``."""
-    import torch
-
-    if device.type == "cpu":
-        return
-    for gm in (m for m in module.modules() if isinstance(m, torch.fx.GraphModule)):
-        changed = False
-        for node in gm.graph.nodes:
-            old = node.kwargs.get("device")
-            if isinstance(old, torch.device) and old.type == "cpu":
-                node.update_kwarg("device", device)
-                changed = True
-        if changed:
-            gm.recompile()
 
 
 def pipeline_schedule(planned: PlannedModel, stage: Any, loss_fn: Callable[..., Any] | None = None,

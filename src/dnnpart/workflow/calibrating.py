@@ -24,9 +24,16 @@ What is measured (``docs/calibrate.md`` says the same for users):
 method places on accelerators), named after the file (``-o box.yaml``: device ``box``, link
 ``box-gloo``, cluster ``2xbox``); its roofline fields are the fits' (peak FLOP/s: matmul's
 rate, bandwidth: element-wise's byte rate, efficiencies 1), for operators of no class; its
-memory is half the machine's RAM (two ranks share it). A ``calibration`` section records when,
-where (platform, CPU model, torch version, threads) and how well (each class's fit error, the
-link's samples).
+memory is half the machine's RAM (two ranks share it), or with ``--device cuda`` the GPU's.
+With ``--device cuda`` each operator is timed between two ``torch.cuda.synchronize`` calls and
+its launch (the call's return) is read too; the fits are made of the cost an eager step pays,
+``max(launch, synchronised - wait)`` (:func:`queued_samples`: a step never waits between
+operators, a timing alone does); the launch of one-element adds queued back to back
+(:func:`measure_dispatch`) is recorded beside them (``dispatch_s``).
+
+A ``calibration`` section records when, where (platform, CPU model, torch version, threads)
+and how well (each class's fit error, the link's samples), and every timed operator
+(``samples``: the data behind the fits).
 
 Repeats adapt to the case: enough passes for about ``target_s`` seconds of timing, between
 ``min_repeats`` and ``max_repeats`` (``--quick``: two sizes per case, two or three passes).
@@ -34,6 +41,7 @@ Repeats adapt to the case: enough passes for about ``target_s`` seconds of timin
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import os
@@ -62,7 +70,10 @@ RANKS = 2
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One timed aten operator: its class, work and median seconds; ``op`` its aten name;
-    ``key`` its cost key (``CLASS:KIND``, :attr:`dnnpart.cost.ops.Work.cost_key`)."""
+    ``key`` its cost key (``CLASS:KIND``, :attr:`dnnpart.cost.ops.Work.cost_key`). On a GPU
+    ``host_seconds`` is the time until the call returned (its launch) and ``synced_seconds``
+    the time until its kernels finished, of which ``seconds`` is the queued cost
+    (:func:`queued_samples`)."""
 
     op_class: str
     op: str
@@ -70,6 +81,8 @@ class Sample:
     bytes_moved: float
     seconds: float
     key: str = ""
+    host_seconds: float | None = None
+    synced_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +116,9 @@ class Calibration:
     date: str = ""
     seconds: float = 0.0
     fresh_bytes_rate: float = math.inf
+    samples: tuple[Sample, ...] = ()
+    memory_bytes: float = math.inf
+    dispatch_s: float | None = None
 
     def machine_file(self) -> dict[str, Any]:
         """The machine file's content (module docstring)."""
@@ -119,7 +135,8 @@ class Calibration:
             "compute_efficiency": 1.0,
             "bandwidth_efficiency": 1.0,
             "launch_overhead_s": self.overhead_s,
-            "memory_bytes": _memory_bytes() / RANKS,
+            "memory_bytes": (self.memory_bytes if math.isfinite(self.memory_bytes)
+                             else _memory_bytes() / RANKS),
             "default_link": link_name,
             "host_link": link_name,
             "op_classes": op_classes_to_dict(tuple(fit.op_class(c) for c, fit in sorted(self.fits.items()))),
@@ -143,7 +160,13 @@ class Calibration:
                 "threads": self.threads,
                 "precision": "fp32",
                 "overhead_s": self.overhead_s,
+                **({"dispatch_s": self.dispatch_s} if self.dispatch_s is not None else {}),
                 "fits": fits,
+                # the timings behind the fits: [cost key, case:aten op, FLOPs, bytes, seconds]
+                # and on a GPU also [synchronised seconds, launch seconds] (queued_samples)
+                "samples": [[x.key or x.op_class, x.op, x.flops, x.bytes_moved, x.seconds,
+                             *((x.synced_seconds, x.host_seconds) if x.host_seconds is not None else ())]
+                            for x in self.samples],
                 "link": self.link,
                 "skipped": list(self.skipped),
             },
@@ -224,16 +247,24 @@ def calibrate(
         keep_freed_heap()  # the heap run's ranks have (dnnpart.export.allocator)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    if device == "cuda":  # float32 as run computes it (dnnpart.export.measuring.rank_device)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     try:
         samples, skipped = _measure_ops(torch, device, quick, progress)
-        fresh = math.inf
+        fresh, dispatch, memory = math.inf, None, math.inf
         if device == "cpu":
             with phase(progress, "timing writes to freshly allocated large tensors"):
                 fresh = measure_fresh_rate(torch, quick)
+        else:
+            dispatch = measure_dispatch(torch)
+            memory = float(torch.cuda.get_device_properties(0).total_memory)
     finally:
         torch.set_num_threads(before)
+    if device == "cuda":
+        samples = queued_samples(samples, sync_wait(samples))
     with phase(progress, "fitting the operator classes"):
-        fits, ops = _fit(samples)
+        fits, ops = fit_samples(samples)
         tiny = [s.seconds for s in samples if s.op == f"{OVERHEAD_CASE}:add"]
         overhead = statistics.median(tiny) if tiny else fits["elementwise"].overhead_s
     from dnnpart.workflow.calibrating_link import measure_link
@@ -243,6 +274,7 @@ def calibrate(
     return Calibration(
         name=name, device=device, threads=threads, quick=quick, fits=fits, overhead_s=overhead,
         ops_per_class=ops, link=link, skipped=tuple(skipped), fresh_bytes_rate=fresh,
+        samples=tuple(samples), memory_bytes=memory, dispatch_s=dispatch,
         machine=machine_info(torch, device, threads),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         seconds=time.perf_counter() - started,
@@ -261,6 +293,7 @@ def _measure_ops(torch: Any, device: str, quick: bool,
     sync = torch.cuda.synchronize if device == "cuda" else None
     samples: list[Sample] = []
     skipped: set[str] = set()
+    host: dict[str, float] = {}
     for i, case in enumerate(CASES):
         sizes = case_sizes(case, quick)
         with phase(progress, f"timing {case.name} ({case.op_class}, case {i + 1} of {len(CASES)})") as rep:
@@ -272,7 +305,8 @@ def _measure_ops(torch: Any, device: str, quick: bool,
                 placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
                 const_shape = {placeholders[k].name: tuple(int(d) for d in inputs[k].shape) for k in params}
                 repeats = _repeats(gm, inputs, budget, sync)
-                times = time_fx_nodes(gm, inputs, repeats=repeats, warmup=1, sync=sync)
+                host.clear()
+                times = time_fx_nodes(gm, inputs, repeats=repeats, warmup=1, sync=sync, host=host)
                 for node in gm.graph.nodes:
                     if node.op != "call_function" or node.name not in times:
                         continue
@@ -281,8 +315,10 @@ def _measure_ops(torch: Any, device: str, quick: bool,
                     if not work.known or not work.op_class:
                         skipped.add(source)
                         continue
+                    launch = host[node.name] / 1e3 if node.name in host else None
                     samples.append(Sample(work.op_class, f"{case.name}:{source}", work.flops,
-                                          work.bytes_moved, times[node.name] / 1e3, work.cost_key))
+                                          work.bytes_moved, times[node.name] / 1e3, work.cost_key,
+                                          host_seconds=launch))
     return samples, sorted(skipped)
 
 
@@ -304,7 +340,41 @@ def _repeats(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any) -> int
 MIN_KIND_SAMPLES = 3
 
 
-def _fit(samples: list[Sample]) -> tuple[dict[str, AdditiveFit], dict[str, tuple[str, ...]]]:
+#: Classes whose operators launch no kernel: views and shape queries.
+NO_KERNEL_CLASSES = frozenset({"view", "meta"})
+
+
+def sync_wait(samples: list[Sample]) -> float:
+    """Seconds a synchronised timing adds to a kernel's launch beyond the kernel itself: the
+    median, over the one-element adds (:data:`OVERHEAD_CASE`), of synchronised less launch
+    time (their kernels take about a microsecond)."""
+    waits = [s.seconds - s.host_seconds for s in samples
+             if s.op == f"{OVERHEAD_CASE}:add" and s.host_seconds is not None]
+    return max(statistics.median(waits), 0.0) if waits else 0.0
+
+
+def queued_samples(samples: list[Sample], wait: float) -> list[Sample]:
+    """GPU samples as an eager step pays them: a step launches operator after operator
+    without waiting, so an operator costs its launch (``host_seconds``) or its kernel,
+    whichever is longer -- ``max(host, synced - wait)``, ``wait`` the synchronisation's own
+    share of a timed kernel (:func:`sync_wait`). Timed alone, each operator also paid that
+    wait; summed over the hundreds of small operators of a step, that is most of the step.
+
+    Examples
+    --------
+    >>> s = Sample("elementwise", "x:add", 1.0, 12.0, seconds=33e-6, host_seconds=12e-6)
+    >>> q, = queued_samples([s], wait=21e-6)
+    >>> round(q.seconds * 1e6, 1), round(q.synced_seconds * 1e6, 1)
+    (12.0, 33.0)
+    """
+    out = []
+    for s in samples:
+        host = s.host_seconds if s.host_seconds is not None else 0.0
+        out.append(dataclasses.replace(s, seconds=max(host, s.seconds - wait), synced_seconds=s.seconds))
+    return out
+
+
+def fit_samples(samples: list[Sample]) -> tuple[dict[str, AdditiveFit], dict[str, tuple[str, ...]]]:
     """Per class, one fit of all its samples; per kind (``CLASS:KIND``) with
     :data:`MIN_KIND_SAMPLES` samples of two sizes or more, its own."""
     groups: dict[str, list[Sample]] = defaultdict(list)
@@ -324,6 +394,22 @@ def _fit(samples: list[Sample]) -> tuple[dict[str, AdditiveFit], dict[str, tuple
                                  [s.seconds for s in got])
         ops[key] = tuple(sorted({s.op.partition(":")[2] for s in got}))
     return fits, ops
+
+
+def measure_dispatch(torch: Any, n: int = 2000) -> float:
+    """Seconds per operator that a GPU's queue absorbs: ``n`` one-element adds issued back to
+    back and waited for once, over ``n`` (the host's launch cost, which an eager step pays per
+    operator whenever its kernels are shorter; the synchronised timing of ``calibrate``
+    also holds the wait for each kernel's completion)."""
+    x = torch.zeros(1, device="cuda")
+    for _ in range(100):
+        x.add_(1.0)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        x.add_(1.0)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / n
 
 
 def measure_fresh_rate(torch: Any, quick: bool) -> float:

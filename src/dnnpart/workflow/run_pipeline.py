@@ -154,7 +154,7 @@ def pipeline_stage(source: Any, launch: dict[str, Any], rank: int, device: Any,
 
     from torch.distributed.pipelining import SplitPoint, pipeline
 
-    from dnnpart.workflow.applying import retarget
+    from dnnpart.export.on_device import retarget
 
     spec = launch.get("split_spec")
     if not spec:

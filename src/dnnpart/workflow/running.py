@@ -18,7 +18,7 @@ lacks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
 
 if TYPE_CHECKING:
+    from dnnpart.evaluate.run_prediction import RunPrediction
     from dnnpart.export.stages import StagedProgram
     from dnnpart.export.training_run import TrainingRun
     from dnnpart.workflow.measured import RunComparison
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 #: Micro-batches of an inference run when none is asked for.
 DEFAULT_MICROBATCHES = 4
 
+
+#: Where ``run`` puts its ranks (``--device``).
+RUN_DEVICES = ("cpu", "cuda")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
@@ -153,6 +157,7 @@ def run_plan(
     microbatches: int | None = None,
     schedule: str | None = None,
     steps: int = 5,
+    device: str = "cpu",
     progress: ProgressFactory | None = None,
 ) -> RunResult | TrainingRunResult:
     """Run a plan of a torch model in local gloo processes and check it against the model.
@@ -165,6 +170,8 @@ def run_plan(
     microbatches : micro-batches (default: the plan's, else 4).
     schedule : training plans: ``gpipe`` or ``1f1b`` (default: the plan's, else ``1f1b``).
     steps : timed steps after the checked one (``1..1000``), measured beside the prediction.
+    device : ``cpu`` (every rank a CPU process), or ``cuda``: rank ``r`` on ``cuda:r`` (as
+        many GPUs as the plan has stage devices), checked against the float32 CPU result.
     progress : told each phase as it starts (``"loading PLAN (capturing its model)"``,
         ``"running N stage processes"``, ...; see :mod:`dnnpart.workflow.phases`).
 
@@ -178,7 +185,8 @@ def run_plan(
     FormatError
         An op-level plan (paper 2's makespan methods), or a model that is not a torch model.
     UsageError
-        Bad ``nproc``, ``microbatches`` or ``steps``.
+        Bad ``nproc``, ``microbatches``, ``steps`` or ``device`` (``cuda`` on a machine with
+        too few GPUs).
 
     Examples
     --------
@@ -195,6 +203,11 @@ def run_plan(
         if value is not None and (isinstance(value, bool) or value < 1):  # before any capture
             raise UsageError(f"{flag} {value}: expected an integer >= 1")
     check_steps(steps)
+    if device not in RUN_DEVICES:
+        raise UsageError(f"--device {device!r}: expected one of {', '.join(RUN_DEVICES)}")
+    from dnnpart.export.runtime import check_run_device
+
+    check_run_device(device, 1)  # no GPU at all: refused before the model is captured
     where, method, block = _what_it_is(plan)
     if method is not None:  # refused before the model is captured
         raise FormatError(
@@ -207,9 +220,9 @@ def run_plan(
             load_planned_model(plan, model=model, trust=trust)
     if block.get("training"):
         return _run_training(loaded, where, microbatches=microbatches, schedule=schedule,
-                             steps=steps, progress=progress)
+                             steps=steps, device=device, progress=progress)
     return _run_inference(loaded, where, nproc=nproc, microbatches=microbatches, steps=steps,
-                          progress=progress)
+                          device=device, progress=progress)
 
 
 def _what_it_is(plan: PlannedModel | str | Path) -> tuple[str, str | None, Mapping[str, Any]]:
@@ -234,13 +247,13 @@ def _torch_model(planned: PlannedModel, where: str) -> tuple[Any, Any, dict[str,
 
 
 def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
-                   microbatches: int | None, steps: int,
+                   microbatches: int | None, steps: int, device: str = "cpu",
                    progress: ProgressFactory | None = None) -> RunResult:
     micro = planned_microbatches(planned, microbatches)
     source, gm, device_of = _torch_model(planned, where)
     import torch
 
-    from dnnpart.export.runtime import measure_distributed
+    from dnnpart.export.runtime import check_run_device, measure_distributed
     from dnnpart.export.stages import split_module
     from dnnpart.frontends.sources import example_inputs
 
@@ -248,12 +261,13 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
     _check_devices_ran(planned, program.devices, where)
     if nproc is not None and nproc < len(program.devices):
         raise FormatError(f"--nproc {nproc}: the plan uses {len(program.devices)} devices")
+    check_run_device(device, nproc or len(program.devices))
     batches = [
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(micro)
     ]
     with phase(progress, _processes(nproc or len(program.devices))):
-        ran = measure_distributed(program, batches, nproc=nproc, steps=steps)
+        ran = measure_distributed(program, batches, nproc=nproc, steps=steps, device=device)
     outputs = ran.outputs
     torch.set_num_threads(1)
     with phase(progress, "running the unpartitioned model"), torch.no_grad():
@@ -270,8 +284,9 @@ def _run_inference(planned: PlannedModel, where: str, *, nproc: int | None,
 
 
 def _run_training(planned: PlannedModel, where: str, *,
-                  microbatches: int | None, schedule: str | None, steps: int,
+                  microbatches: int | None, schedule: str | None, steps: int, device: str = "cpu",
                   progress: ProgressFactory | None = None) -> TrainingRunResult:
+    from dnnpart.export.runtime import check_run_device
     from dnnpart.export.training_run import run_training_step
     from dnnpart.frontends.sources import example_inputs
 
@@ -281,13 +296,14 @@ def _run_training(planned: PlannedModel, where: str, *,
     n_micro = planned_microbatches(planned, microbatches)
     recompute = bool(problem.objective.recompute)  # as planned: each stage recomputes its forward
     program, moved = pipeline_program(planned, where)
+    check_run_device(device, len(program.stages))
     batches = [
         example_inputs(source.input_shapes, source.input_dtype, seed=i + 1, module=source.module)
         for i in range(n_micro)
     ]
     with phase(progress, _processes(len(program.stages)) + " and the unpartitioned step"):
         result = run_training_step(program, gm, batches, schedule=chosen, steps=steps,
-                                   recompute=recompute)
+                                   recompute=recompute, device=device)
     order = [s.device for s in program.stages]
     comparison = _comparison(planned, order, result.measured, result.step_s, training=True,
                              schedule=chosen, microbatches=n_micro, output_bytes=result.output_bytes,
@@ -309,10 +325,62 @@ def _comparison(planned: PlannedModel, order: list[int], measured: Any, step_s: 
     prediction = predict_run(problem, planned.require_plan(), order, training=training,
                              schedule=schedule, microbatches=microbatches,
                              output_bytes=output_bytes, recompute=recompute)
-    priced = [(spec.name if (spec := problem.cluster.devices[d].spec) is not None else
-               problem.cluster.devices[d].kind) for d in order]
     return RunComparison(prediction=prediction, measured=measured, step_s=step_s,
-                         training=training, priced_by=priced)
+                         training=training, priced_by=priced_by(planned, order))
+
+
+def priced_by(planned: PlannedModel, order: Sequence[int]) -> list[str]:
+    """What priced each rank's device: its spec's name, else its kind."""
+    devices = planned.problem.cluster.devices
+    return [(spec.name if (spec := devices[d].spec) is not None else devices[d].kind) for d in order]
+
+
+def predict_plan_run(plan: PlannedModel, *, microbatches: int | None = None,
+                     schedule: str | None = None) -> tuple[RunPrediction, list[int]]:
+    """What ``run`` would predict for ``plan`` (a :class:`PlannedModel` loaded with its
+    runnable module), without running it: the prediction and the devices in rank order.
+
+    For a measurement taken elsewhere -- on a machine this one is not, such as a GPU the
+    plan was calibrated for -- priced by this checkout's capture and cost model.
+
+    Examples
+    --------
+    >>> from dnnpart.workflow import plan_model
+    >>> planned = plan_model("module:dnnpart.frontends.models:shared_relu_resnet",
+    ...                      cluster="2xA100", input_shapes=[(1, 3, 16, 16)])
+    >>> prediction, order = predict_plan_run(planned, microbatches=2)
+    >>> len(prediction.stages) == len(order) >= 1
+    True
+    """
+    import torch
+
+    from dnnpart.evaluate.run_prediction import predict_run
+    from dnnpart.export.stages import split_module
+    from dnnpart.export.training_run import main_output
+    from dnnpart.frontends.sources import example_inputs
+
+    planned = plan if plan.runnable is not None else with_runnable(plan)
+    where = planned.spec or planned.problem.name
+    source, gm, device_of = _torch_model(planned, where)
+    micro = planned_microbatches(planned, microbatches)
+    example = example_inputs(source.input_shapes, source.input_dtype, seed=1, module=source.module)
+    training = bool((planned.model_block or {}).get("training"))  # as run_plan decides
+    with torch.no_grad():
+        if training:
+            program, _ = pipeline_program(planned, where)
+            order = [s.device for s in program.stages]
+            out = main_output(gm(*example))
+            nbytes = float(out.numel() * out.element_size()) if out is not None else 0.0
+            prediction = predict_run(planned.problem, planned.require_plan(), order, training=True,
+                                     schedule=planned_schedule(planned, schedule), microbatches=micro,
+                                     output_bytes=nbytes,
+                                     recompute=bool(planned.problem.objective.recompute))
+        else:
+            order = list(split_module(gm, device_of).devices)
+            prediction = predict_run(planned.problem, planned.require_plan(), order, training=False,
+                                     schedule="gpipe", microbatches=micro,
+                                     output_bytes=_nbytes(source.module(*example)))
+    return prediction, order
 
 
 def _nbytes(value: Any) -> float:
