@@ -18,7 +18,7 @@ def retarget(module: Any, device: Any) -> None:
     Examples
     --------
     >>> import torch
-    >>> gm = torch.fx.symbolic_trace(lambda x: x + torch.ones(2, device=torch.device("cpu")))
+    >>> gm = torch.fx.symbolic_trace(lambda x: x + torch.ones(x.shape, device=torch.device("cpu")))
     >>> retarget(gm, torch.device("meta"))
     >>> gm(torch.zeros(2, device="meta")).device.type
     'meta'
