@@ -5,7 +5,10 @@ The prediction is for the run's conditions, not the plan's (choices, also in ``d
 
 * **Times** are the plan's graph times on its cluster (the stage's nodes on its device),
   and on the last stage ``run``'s loss (:func:`run_loss_seconds`), per micro-batch times
-  ``m``, forward and backward apart; an optimizer's update operators (a plan made with
+  ``m``, forward and backward apart; a training stage's backward also adds each
+  micro-batch's gradients into those of the ones before (autograd's accumulation: ``m - 1``
+  in-place adds per parameter per step, :func:`accumulation_seconds`; the schedule's one
+  scaling pass per step is in the step, not in a backward); an optimizer's update operators (a plan made with
   ``--optimizer``) are left out, as ``run`` applies no optimizer. The step time is the
   pipeline simulator's for the run's schedule, micro-batches and recomputation (the number
   ``plan`` and ``simulate`` print for the same); inference steps are simulated forward
@@ -65,6 +68,7 @@ from dnnpart.pricing.chain import (
     positions_sum,
     stage_memory,
     stage_weights,
+    weight_readers,
 )
 from dnnpart.pricing.liveness import loss_inputs, value_bytes, working_set
 from dnnpart.pricing.loads import node_times
@@ -137,12 +141,16 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
     scratch = cpu_scratch(g)
     loss_fw, loss_bw = run_loss_seconds(cluster.devices[order[-1]].spec, output_bytes) if training \
         else (0.0, 0.0)
+    accumulate = [accumulation_seconds(cluster.devices[d].spec, sizes)
+                  for d, sizes in zip(order, stage_parameter_bytes(g, pos, len(order)), strict=True)] \
+        if training and (pos >= 0).all() else [0.0] * len(order)
     stages = []
     for i, d in enumerate(order):
         mine = a == d
         last = i == len(order) - 1
         fw = (float(times[mine & ~g.is_backward].sum()) + (loss_fw if last else 0.0)) * m
-        bw = (float(times[mine & g.is_backward].sum()) + (loss_bw if last else 0.0)) * m
+        bw = (float(times[mine & g.is_backward].sum()) + (loss_bw if last else 0.0)) * m \
+            + (m - 1) * accumulate[i]
         ws = working_set(g, mine & ~update, nbytes, held, scratch)
         if training and recompute:
             bw += fw  # the forward again, inside each backward
@@ -172,7 +180,8 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
                                       forward_s=fw, backward_s=bw, memory=memory))
     return RunPrediction(stages=stages,
                          step_s=_simulated_step(problem, plan, order, training, schedule, m, recompute,
-                                                (loss_fw / unit, loss_bw / unit)),
+                                                (loss_fw / unit, loss_bw / unit),
+                                                [t / unit for t in accumulate]),
                          calibrated=calibrated(problem, order),
                          devices=[cluster.devices[d].name for d in order])
 
@@ -233,11 +242,52 @@ def run_loss_seconds(spec: Any, output_bytes: float) -> tuple[float, float]:
     return float(t[0]), float(t[1])
 
 
+def stage_parameter_bytes(g: Any, position: Any, n_positions: int) -> list[list[float]]:
+    """Per position, the bytes of each parameter tensor a stage there holds (a tied one in
+    every stage that reads it): :func:`~dnnpart.pricing.chain.weight_readers`."""
+    _, size, readers = weight_readers(g)
+    pos = np.asarray(position, dtype=np.int64)
+    out: list[list[float]] = [[] for _ in range(n_positions)]
+    for nbytes, who in zip(size.tolist(), readers, strict=True):
+        if nbytes > 0:
+            for q in np.unique(pos[who]).tolist():
+                out[q].append(float(nbytes))
+    return out
+
+
+def accumulation_seconds(spec: Any, tensor_bytes: Sequence[float]) -> float:
+    """Seconds to add one micro-batch's gradients into the accumulated ones: an in-place
+    ``add`` per parameter tensor of ``tensor_bytes`` (fp32), priced as a captured ``add`` is;
+    0 without a spec.
+
+    Examples
+    --------
+    >>> from dnnpart.cost.specs import load_catalog
+    >>> a100 = load_catalog().device("A100")
+    >>> 0 < accumulation_seconds(a100, [4e6]) < accumulation_seconds(a100, [4e6, 4e6])
+    True
+    """
+    from dnnpart.cost.model import device_time_s
+    from dnnpart.cost.ops import OpSpec, operator_work
+
+    if spec is None or not tensor_bytes:
+        return 0.0
+    works = [operator_work(OpSpec(op_type="add", input_shapes=((n,), (n,)), output_shapes=((n,),)))
+             for n in (max(int(b // 4), 1) for b in tensor_bytes)]
+    t = device_time_s([w.flops for w in works], [w.bytes_moved for w in works],
+                      [w.cost_key for w in works], spec, "fp32")
+    return float(np.sum(t))
+
+
 def _simulated_step(problem: Problem, plan: Plan, order: Sequence[int], training: bool,
                     schedule: str, m: int, recompute: bool = False,
-                    loss: tuple[float, float] = (0.0, 0.0)) -> float | None:
+                    loss: tuple[float, float] = (0.0, 0.0),
+                    accumulate: Sequence[float] = ()) -> float | None:
     """The simulator's step (seconds) for the run's schedule and micro-batches, without the
-    optimizer's update operators; ``None`` when the plan is not a chain in ``order``."""
+    optimizer's update operators; ``None`` when the plan is not a chain in ``order``.
+    ``accumulate``: per stage, one pass over its gradients (time units), paid ``m - 1``
+    times in its backwards and once more when the schedule scales them: once per
+    micro-batch on average."""
     import dataclasses
 
     from dnnpart.evaluate.chain import chain_stages
@@ -260,6 +310,9 @@ def _simulated_step(problem: Problem, plan: Plan, order: Sequence[int], training
     if training and any(loss):  # run's loss, on the last stage
         stages[-1] = dataclasses.replace(stages[-1], forward=stages[-1].forward + loss[0],
                                          backward=stages[-1].backward + loss[1])
+    if training and accumulate:
+        stages = [dataclasses.replace(s, backward=s.backward + t)
+                  for s, t in zip(stages, accumulate, strict=True)]
     r = simulate_pipeline(stages, problem.cluster, edges=edges, microbatches=m,
                           schedule=schedule if training else "gpipe", recompute=recompute and training,
                           training=training, optimizer_factor=k)
