@@ -12,7 +12,7 @@ from dnnpart.cost.specs import load_catalog
 from dnnpart.evaluate.run_prediction import accumulation_seconds, predict_run, stage_parameter_bytes
 
 pytest.importorskip("torch", reason="the training graphs are captured with torch")
-from dnnpart.workflow import plan_model  # noqa: E402
+from dnnpart.workflow import plan_model
 
 TINY_GPT2 = "hf:gpt2:n_layer=2,n_embd=64,n_head=2,vocab_size=512"
 
