@@ -22,9 +22,10 @@ Choices (also in ``docs/run.md``, "What run measures"):
   allocator's own counters: ``torch.cuda.max_memory_allocated`` after
   ``reset_peak_memory_stats``, less ``memory_allocated`` at the start (the stage's weights,
   and the micro-batches, targets and example tensors already copied to the device), plus the
-  stage's parameters and buffers (this path is not exercised by the tests: no GPU). Only one step is profiled
-  (the first, whose values are checked): the profiler slows the operators, so the timed
-  steps run without it.
+  stage's parameters and buffers (the peak alone ran on an H100, before the start was
+  subtracted; the tests cannot run it: CI has no GPU). Only one step is profiled (the first,
+  whose values are checked): the profiler slows the operators, so the timed steps run
+  without it.
 """
 
 from __future__ import annotations
