@@ -3,11 +3,13 @@
 ``module.to(device)`` moves parameters and buffers only. A graph traced on the CPU also holds
 tensor constants as plain attributes (``_tensor_constant0``) and tensor factories with the
 trace's device baked in (``arange(..., device=cpu)`` for position ids); :func:`move_module`
-moves both, :func:`retarget` the factories alone.
+moves both, :func:`retarget` the factories alone; :func:`to_device` moves values (inputs,
+received activations, outputs).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
@@ -66,3 +68,32 @@ def move_module(module: Any, device: Any) -> Any:
                     and value.device != device:
                 setattr(sub, name, value.to(device))
     return module
+
+
+def to_device(value: Any, device: Any) -> Any:
+    """``value`` (a tensor, or lists, tuples and dicts of them, a model output's dict subclass
+    keeping its type) on ``device``; a tensor that requires grad arrives as a leaf that does
+    (``PipelineStage``'s example tensors), one already there is returned as it is.
+
+    Examples
+    --------
+    >>> import torch
+    >>> moved = to_device({"x": (torch.ones(2, requires_grad=True),)}, torch.device("meta"))
+    >>> moved["x"][0].device.type, moved["x"][0].requires_grad, moved["x"][0].is_leaf
+    ('meta', True, True)
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.device == device:
+            return value
+        moved = value.detach().to(device)
+        return moved.requires_grad_(True) if value.requires_grad else moved
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for k, v in value.items():
+            out[k] = to_device(v, device)
+        return out
+    return value

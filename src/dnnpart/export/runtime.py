@@ -19,7 +19,6 @@ whose outputs are returned, also measures each rank's peak memory.
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
 import socket
@@ -33,6 +32,7 @@ from typing import Any
 from dnnpart._optional import require
 from dnnpart.errors import UsageError
 from dnnpart.export.measuring import RankMeasure
+from dnnpart.export.on_device import to_device
 from dnnpart.export.stages import StagedProgram, assemble_output
 
 HEADER_LEN = 16
@@ -225,7 +225,7 @@ def _worker(
         for s in my_stages:
             move_module(s.module, device)
         if rank == 0:
-            batches = [tuple(_to(x, device) for x in mb) for mb in batches]
+            batches = to_device(batches, device)
         sync = device_sync(device)
         timer = ChunkTimer(sync)
         calls = [timer.wrap("forward", s.module) for s in my_stages]
@@ -233,7 +233,7 @@ def _worker(
         with allocator_peak(device, measure, held_bytes(*(s.module for s in my_stages))):
             outputs = _pass(rank, program, my_stages, calls, batches, device)
         if rank == 0:
-            torch.save(outputs if device.type == "cpu" else _to(outputs, torch.device("cpu")), out_path)
+            torch.save(to_device(outputs, torch.device("cpu")), out_path)
         del outputs
         for _ in range(steps):
             dist.barrier()
@@ -250,22 +250,6 @@ def _worker(
         dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def _to(value: Any, device: Any) -> Any:
-    """``value`` (a tensor, or tuples, lists and dicts of them) on ``device``."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
-    if isinstance(value, dict):  # a model output (a dict subclass) keeps its type
-        moved = copy.copy(value)
-        for k, v in value.items():
-            moved[k] = _to(v, device)
-        return moved
-    return value
 
 
 def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[Any],
@@ -300,7 +284,7 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
             for stage, call in zip(my_stages, calls, strict=True):
                 for v in stage.inputs:
                     if v not in values:
-                        values[v] = _to(_recv(producer_rank[v], tag_of[v]), device)
+                        values[v] = to_device(_recv(producer_rank[v], tag_of[v]), device)
                 results = call(*(values[v] for v in stage.inputs))
                 for v, value in zip(stage.outputs, results, strict=True):
                     values[v] = value
@@ -314,7 +298,7 @@ def _pass(rank: int, program: StagedProgram, my_stages: list[Any], calls: list[A
         for values in kept:
             for v in program.output_values:
                 if v not in values:
-                    values[v] = _to(_recv(producer_rank[v], tag_of[v]), device)
+                    values[v] = to_device(_recv(producer_rank[v], tag_of[v]), device)
     outputs = [assemble_output(program, values) for values in kept]
     for work in pending:
         work.wait()

@@ -286,14 +286,6 @@ def _example(x: Any, grad: bool) -> Any:
     return y.requires_grad_(True) if grad and y.is_floating_point() else y
 
 
-def _on(x: Any, device: Any) -> Any:
-    """``x`` on ``device`` (a leaf that requires grad stays one: ``PipelineStage``'s examples)."""
-    if getattr(x, "device", device) == device:
-        return x
-    y = x.detach().to(device)
-    return y.requires_grad_(True) if x.requires_grad else y
-
-
 def reference_step(
     gm: Any, microbatches: Sequence[tuple[Any, ...]], targets: Sequence[Any]
 ) -> tuple[list[float], dict[str, Any]]:
@@ -451,7 +443,7 @@ def _worker(
 
     from dnnpart.export.allocator import keep_freed_heap
     from dnnpart.export.measuring import ChunkTimer, allocator_peak, device_sync, held_bytes, rank_device
-    from dnnpart.export.on_device import move_module
+    from dnnpart.export.on_device import move_module, to_device
     from dnnpart.export.runtime import process_group_backend, quiet_worker
 
     quiet_worker()
@@ -466,10 +458,8 @@ def _worker(
     try:
         module = move_module(carry_module(program, rank, carry, recompute), device)
         module.zero_grad(set_to_none=True)
-        ins, outs = (tuple(_on(x, device) for x in part) if isinstance(part, tuple) else _on(part, device)
-                     for part in examples[rank])
-        batch = tuple(_on(x, device) for x in batch)
-        target = _on(target, device)
+        ins, outs = to_device(examples[rank], device)
+        batch, target = to_device((batch, target), device)
         stage = PipelineStage(module, rank, world, device, input_args=ins, output_args=outs)
         sync = device_sync(device)
         timer = ChunkTimer(sync)  # inside the schedule, between its receives and sends
