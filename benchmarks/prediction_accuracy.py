@@ -361,19 +361,11 @@ def refit_queued(machine: Path, out: Path) -> Path:
     import yaml
 
     from dnnpart.devices.specs import op_classes_to_dict
-    from dnnpart.workflow.calibrating import NO_KERNEL_CLASSES, Sample, fit_samples, queued_samples
+    from dnnpart.workflow.calibrating import fit_samples
 
     data = yaml.safe_load(machine.read_text())
     cal = data["calibration"]
-    dispatch = float(cal["dispatch_s"])
-    rows = cal["samples"]
-    idle = statistics.median(r[4] for r in rows if r[0].partition(":")[0] == "meta")
-    samples = []
-    for key, op, flops, nbytes, seconds, *_ in rows:
-        klass = key.partition(":")[0]
-        host = max(seconds - idle, 0.0) if klass in NO_KERNEL_CLASSES else dispatch
-        samples.append(Sample(klass, op, flops, nbytes, seconds, key, host_seconds=host))
-    queued = queued_samples(samples, float(cal["overhead_s"]) - dispatch)
+    queued, dispatch, idle = estimated_queued(cal)
     fits, _ = fit_samples(queued)
     (name, device), = data["devices"].items()
     device = {**device, "launch_overhead_s": dispatch,
@@ -387,6 +379,23 @@ def refit_queued(machine: Path, out: Path) -> Path:
     return out
 
 
+def estimated_queued(cal: dict[str, Any]) -> tuple[list[Any], float, float]:
+    """A GPU calibration's samples (synchronised times only) as queued costs, with the
+    launch times :func:`refit_queued` describes estimated; and the dispatch and idle-wait
+    seconds used."""
+    from dnnpart.workflow.calibrating import NO_KERNEL_CLASSES, Sample, queued_samples
+
+    dispatch = float(cal["dispatch_s"])
+    rows = cal["samples"]
+    idle = statistics.median(r[4] for r in rows if r[0].partition(":")[0] == "meta")
+    samples = []
+    for key, op, flops, nbytes, seconds, *_ in rows:
+        klass = key.partition(":")[0]
+        host = max(seconds - idle, 0.0) if klass in NO_KERNEL_CLASSES else dispatch
+        samples.append(Sample(klass, op, flops, nbytes, seconds, key, host_seconds=host))
+    return queued_samples(samples, float(cal["overhead_s"]) - dispatch), dispatch, idle
+
+
 def op_class_table(machine: Path, preset: str) -> str:
     """Per operator class of a GPU machine file's samples: the measured queued cost (its fits'
     data, :func:`refit_queued` where the file lacks launch times) against the roofline of the
@@ -397,18 +406,10 @@ def op_class_table(machine: Path, preset: str) -> str:
     from dnnpart.cost import load_catalog
     from dnnpart.cost.model import roofline_time_s
 
-    data = yaml.safe_load(machine.read_text())
-    rows = data["calibration"]["samples"]
-    if len(rows[0]) < 7:  # synchronised times only: the estimated launch times of refit_queued
-        with tempfile.TemporaryDirectory() as tmp:
-            data = yaml.safe_load(refit_queued(machine, Path(tmp) / "q.yaml").read_text())
-        cal = data["calibration"]
-        dispatch, wait = float(cal["dispatch_s"]), float(cal["overhead_s"]) - float(cal["dispatch_s"])
-        idle = statistics.median(r[4] for r in rows if r[0].partition(":")[0] == "meta")
-        queued = [max(max(r[4] - idle, 0.0) if r[0].partition(":")[0] in ("view", "meta") else dispatch,
-                      r[4] - wait) for r in rows]
-    else:
-        queued = [r[4] for r in rows]
+    cal = yaml.safe_load(machine.read_text())["calibration"]
+    rows = cal["samples"]
+    # synchronised times only: the estimated launch times of refit_queued
+    queued = [q.seconds for q in estimated_queued(cal)[0]] if len(rows[0]) < 7 else [r[4] for r in rows]
     spec = load_catalog().device(preset)
     groups: dict[str, list[tuple[float, float, float]]] = {}
     for r, q in zip(rows, queued, strict=True):
