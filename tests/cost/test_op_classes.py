@@ -3,6 +3,7 @@ and the roofline wherever a device has no parameters for a class."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -203,3 +204,48 @@ def test_a_product_with_an_operand_past_the_cache_is_priced_apart() -> None:
     block = operator_work(OpSpec(op_type="matmul", input_shapes=((256, 512),), weight_shapes=((2048, 512),),
                                  output_shapes=((256, 2048),), attrs={"k": 512, "layout": "nt"}))
     assert block.cost_key == "matmul:nt"
+
+
+def test_a_strided_convolution_and_its_backward_are_their_own_kind() -> None:
+    """Captured from autograd, as calibration and a training graph see them: a stride-2
+    convolution and its backward carry ``_strided``; stride 1 and a depthwise one do not; a
+    depthwise one on a channels-last input carries ``_cl``."""
+    torch = pytest.importorskip("torch")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from dnnpart.cost.ops import aten_op_name
+    from dnnpart.frontends.export_import import aten_spec, tensor_vals
+
+    def step(x: object, w: object, stride: int, groups: int) -> object:
+        y = torch.nn.functional.conv2d(x, w, stride=stride, padding=1, groups=groups)
+        return torch.autograd.grad(y.sum(), (x, w))
+
+    keys = {}
+    for stride, groups, fmt in ((1, 1, torch.contiguous_format), (2, 1, torch.contiguous_format),
+                                (2, 160, torch.contiguous_format), (1, 160, torch.channels_last)):
+        # every GEMM dimension past 128
+        x = torch.randn(2, 160, 32, 32).contiguous(memory_format=fmt).requires_grad_(True)
+        w = torch.randn(160, 160 // groups, 3, 3, requires_grad=True)
+        gm = make_fx(functools.partial(step, stride=stride, groups=groups), tracing_mode="fake")(x, w)
+        keys[stride, groups, fmt == torch.channels_last] = sorted(
+            operator_work(aten_spec(n, aten_op_name(n.target), tensor_vals(n), {})).cost_key
+            for n in gm.graph.nodes
+            if n.op == "call_function" and aten_op_name(n.target).startswith("convolution"))
+    assert keys[1, 1, False] == ["conv:conv", "conv:conv_backward"]
+    assert keys[2, 1, False] == ["conv:conv_backward_strided", "conv:conv_strided"]
+    assert keys[2, 160, False] == ["depthwise_conv:conv", "depthwise_conv:conv_backward"]
+    assert keys[1, 160, True] == ["depthwise_conv:conv_backward_cl", "depthwise_conv:conv_cl"]
+
+
+def test_a_strided_kind_without_parameters_is_priced_as_its_plain_kind() -> None:
+    """A machine file calibrated before strided convolutions were measured apart prices them
+    as it did: the bucketed plain kind, then the plain kind."""
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      op_classes=(OpClassCost(name="conv", flops_rate=1e11),
+                                  OpClassCost(name="conv:conv_backward@32", flops_rate=1e10),
+                                  OpClassCost(name="conv:conv_backward_strided@32", flops_rate=2e9),
+                                  OpClassCost(name="conv:conv_strided", flops_rate=5e10)))
+    keys = ["conv:conv_backward_strided@32", "conv:conv_backward_strided@128", "conv:conv_strided@32",
+            "conv:conv_backward@32", "conv:conv_strided_x"]
+    got = device_time_s([1e9] * len(keys), [0.0] * len(keys), keys, spec)
+    assert got.tolist() == pytest.approx([0.5, 0.01, 0.02, 0.1, 0.01])

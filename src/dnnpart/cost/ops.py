@@ -35,7 +35,17 @@ measured that kind, else the class's. A product (and a convolution, a product ov
 output positions) whose smallest GEMM dimension is at most 32 or 128 has the kind's bucket
 too, ``matmul:tn@32``, ``conv:conv_backward@128`` (:data:`SMALL_DIM_BUCKETS`): their kernels
 run 2-8 times below a square product's rate; a product with an operand past a last-level
-cache (:data:`CACHE_BEYOND_BYTES`: a language model's head) has ``@big``. The
+cache (:data:`CACHE_BEYOND_BYTES`: a language model's head) has ``@big``. A dense convolution
+with a stride above 1 (a CNN's downsampling: ResNet's stride-2 convolutions, ConvNeXt's 2x2
+patch merging) has the kind ``conv_strided`` / ``conv_backward_strided``: on a CPU its forward
+ran 1.1-1.5 times and its backward 1.2-2.8 times as long as a stride-1 convolution of the same
+GEMM (one thread, batch 2, 4-16 pixel outputs); a machine file without that kind prices it as
+the plain kind (:func:`~dnnpart.devices.specs.cost_key_chain`). A depthwise convolution with an
+operand stored channels-last (``conv_cl``, ``conv_backward_cl``: a ConvNeXt block, whose
+gradient comes back through a ``permute`` from ``NHWC``) ran its backward 2-3 times as fast as
+on ``NCHW`` here (batch 2, 96-384 channels, 7x7). The layout is read from the capture's fake
+tensors, which know a ``permute``'s strides but not always a CPU convolution's own output
+layout (eager keeps channels-last through it, the fake kernel does not). The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
 are views there (copies happen in ``contiguous``/``clone``), so they are in the view class.
 
@@ -619,6 +629,10 @@ def operator_work(spec: OpSpec) -> Work:
             and len(spec.weight_shapes[0]) > 2 and spec.weight_shapes[0][1] == 1:
         cls = "depthwise_conv"
     kind = str(spec.attrs.get("layout") or "") if cls == "matmul" else spec.op_type if cls else ""
+    if cls == "conv" and any(int(s) > 1 for s in spec.attrs.get("stride") or ()):
+        kind += "_strided"
+    if cls == "depthwise_conv" and spec.attrs.get("memory_format") == "channels_last":
+        kind += "_cl"
     if kind and cls in ("matmul", "conv"):
         small = gemm_min_dim(spec)
         bucket = next((b for b in SMALL_DIM_BUCKETS if 0 < small <= b), 0)

@@ -46,19 +46,32 @@ def class_of(name: str) -> str:
 
 def cost_key_chain(name: str) -> tuple[str, ...]:
     """The keys that may price an operator of cost key ``name``, most specific first: the key,
-    the key without its size bucket, the class.
+    the key without its size bucket, then (a kind with a variant suffix of
+    :data:`KIND_VARIANTS`, ``conv_backward_strided``) the same two of its plain kind, then the
+    class. So a machine file calibrated before a variant was priced apart prices it as before.
 
     Examples
     --------
     >>> cost_key_chain("matmul:nt@32"), cost_key_chain("conv")
     (('matmul:nt@32', 'matmul:nt', 'matmul'), ('conv',))
+    >>> cost_key_chain("conv:conv_strided@128")
+    ('conv:conv_strided@128', 'conv:conv_strided', 'conv:conv@128', 'conv:conv', 'conv')
     """
     out = [name]
     if "@" in name:
         out.append(name.partition("@")[0])
+    plain = next((name.replace(v, "", 1) for v in KIND_VARIANTS if v in name), None)
+    if plain is not None:
+        out.extend(cost_key_chain(plain)[:-1] if ":" in plain else ())
     if ":" in name:
         out.append(class_of(name))
     return tuple(out)
+
+
+#: Suffixes of a kind that mark a variant its kernel runs apart from the plain kind (a
+#: convolution with a stride above 1: ``conv_strided``; a depthwise one on channels-last
+#: tensors: ``conv_cl``); a kind has one at most.
+KIND_VARIANTS = ("_strided", "_cl")
 
 
 def is_cost_key(name: Any) -> bool:

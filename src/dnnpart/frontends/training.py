@@ -288,7 +288,9 @@ def training_graph(
         v = add(node.name, spec.op_type, source_type, work, path=path, obytes=out_bytes,
                 backward=is_bw, forward_of=forward,
                 shape=spec.output_shapes[0] if spec.output_shapes else (),
-                kernel=tuple(attrs.get("kernel", ())), stride=tuple(attrs.get("stride", ())),
+                # a convolution's backward has a stride (its kind) but no window of its own
+                kernel=tuple(attrs.get("kernel", ())),
+                stride=tuple(attrs.get("stride", ())) if attrs.get("kernel") else (),
                 padding=tuple(attrs.get("padding", ())))
         if not is_bw and seq is not None:
             seq_forward[int(seq)] = v

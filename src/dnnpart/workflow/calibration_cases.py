@@ -14,7 +14,9 @@ benchmark plans (hidden 256-1024, a few thousand tokens, 14-56 pixel feature map
 language model's head: a product 16,384-30,522 wide, whose weight no cache holds and which
 runs at 40-60% of a block's FLOP rate on a CPU), and skinny products in each bucket of
 :data:`~dnnpart.cost.ops.SMALL_DIM_BUCKETS` (32 or 128 rows; a CNN's last blocks at a few
-pixels); ``quick`` keeps the two smallest of each case.
+pixels), strided convolutions (a CNN's downsampling, three in each bucket: they run below
+a stride-1 convolution of the same GEMM) and depthwise ones on channels-last tensors;
+``quick`` keeps the two smallest of each case.
 """
 
 from __future__ import annotations
@@ -76,6 +78,28 @@ def _conv(size: tuple[int, ...], device: str) -> Built:
 
     def fn(x: Any, w: Any, b: Any) -> Any:
         return _grads(F.conv2d(x, w, b, padding=k // 2, groups=groups), (x, w, b))
+
+    return fn, (x, w, b), (1, 2)
+
+
+def _channels_last_conv(size: tuple[int, ...], device: str) -> Built:
+    import torch
+
+    fn, (x, w, b), params = _conv(size, device)
+    x = x.detach().contiguous(memory_format=torch.channels_last).requires_grad_(True)
+    return fn, (x, w, b), params
+
+
+def _strided_conv(size: tuple[int, ...], device: str) -> Built:
+    import torch.nn.functional as F
+
+    batch, c_in, hw, c_out, k, stride = size
+    x = _randn(batch, c_in, hw, hw, device=device)
+    w, b = _randn(c_out, c_in, k, k, device=device), _randn(c_out, device=device)
+    pad = k // 2 if k % 2 else 0  # odd kernels keep the grid (ResNet), even ones tile it (ConvNeXt)
+
+    def fn(x: Any, w: Any, b: Any) -> Any:
+        return _grads(F.conv2d(x, w, b, stride=stride, padding=pad), (x, w, b))
 
     return fn, (x, w, b), (1, 2)
 
@@ -223,8 +247,21 @@ CASES: tuple[Case, ...] = (
                             (2, 512, 4, 512, 3, 1), (2, 2048, 4, 512, 1, 1), (2, 512, 4, 2048, 1, 1),
                             (2, 256, 8, 256, 3, 1), (2, 1024, 8, 256, 1, 1), (2, 256, 8, 1024, 1, 1)),
          _conv),
+    # downsampling: stride 2 (ResNet's 3x3 and 1x1, ConvNeXt's 2x2 patch merging) and the
+    # stems, three in each size bucket of the smallest GEMM dimension (32, 128, larger)
+    Case("strided conv2d", "conv",
+         ((2, 384, 8, 768, 2, 2), (2, 512, 8, 512, 3, 2), (2, 1024, 8, 2048, 1, 2),
+          (2, 192, 16, 384, 2, 2), (2, 256, 16, 256, 3, 2), (2, 512, 16, 1024, 1, 2),
+          (2, 3, 128, 64, 7, 2), (2, 3, 128, 96, 4, 4),
+          (2, 96, 32, 192, 2, 2), (2, 256, 32, 512, 1, 2), (2, 256, 32, 256, 3, 2)),
+         _strided_conv),
     Case("depthwise conv2d", "depthwise_conv", ((2, 32, 16, 32, 7, 32), (4, 96, 32, 96, 7, 96),
                                                 (4, 192, 16, 192, 7, 192)), _conv),
+    # channels-last (a ConvNeXt's blocks): its gradient arrives channels-last too (``ones_like``)
+    Case("depthwise conv2d channels-last", "depthwise_conv",
+         ((2, 96, 32, 96, 7, 96), (2, 192, 16, 192, 7, 192), (2, 384, 8, 384, 7, 384),
+          (2, 768, 4, 768, 7, 768)),
+         _channels_last_conv),
     Case("attention", "attention", ((1, 2, 32, 32), (2, 4, 64, 64), (2, 8, 128, 64), (4, 8, 256, 64),
                                     (2, 8, 512, 64)), _attention),
     Case("add", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
