@@ -36,9 +36,11 @@ IntArray = npt.NDArray[np.int64]
 F, B = 0, 1
 
 
-def nonnegative_array(name: str, values: npt.ArrayLike, shape: tuple[int, ...]) -> FloatArray:
-    """A read-only float copy of ``values`` of ``shape``; ``ValueError`` naming it on NaN or < 0."""
-    arr = np.array(values, dtype=np.float64)
+def nonnegative_array(name: str, values: npt.ArrayLike, shape: tuple[int, ...], *,
+                      copy: bool = True) -> FloatArray:
+    """A read-only float copy of ``values`` of ``shape`` (with ``copy=False``, a read-only view
+    where ``values`` is a float64 array already); ``UsageError`` naming it on NaN or < 0."""
+    arr = np.array(values, dtype=np.float64) if copy else np.asarray(values, dtype=np.float64).view()
     if arr.shape != shape:
         raise UsageError(f"{name}: expected shape {shape}, got {arr.shape}")
     if np.any(np.isnan(arr)) or np.any(arr < 0):

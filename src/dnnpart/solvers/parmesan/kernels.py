@@ -15,12 +15,15 @@ infeasibility (this checks a stage as soon as any of its terms is known, which p
 than checking it when its last term becomes known). Under Eq. 7 (``mode = 1``) a stage's time
 is ``c_u`` plus the max of its ring terms, so each ring term is checked on its own.
 Forward checking. Under Eq. 6 a placed vertex's partial time includes a lower bound on its
-terms whose other end is not placed yet: ``res_tab[res_ptr[j] + m, d]`` is the cheapest those
+terms whose other end is not placed yet: ``res_tab[res_row[res_ptr[j] + m], d]`` is the cheapest those
 terms (all but the first ``m`` of them, in the order the search realises them) can cost from
 device ``d`` on distinct other devices (largest bytes on the cheapest links, by the
 rearrangement inequality, plus the cheapest latency per transfer). When a term becomes real
 (chk entry ``e``, event row ``ev_row[e]``) the reservation shrinks by the difference of two rows
-and the real cost is added. Under Eq. 7, ``fut[k]`` holds the largest weights (bytes, latency
+and the real cost is added. ``res_row`` maps these rows onto the distinct ones of ``res_tab``
+(positions whose remaining terms weigh the same share a row: far fewer rows than ``D`` +
+terms, which were 400 MB at 4,096 devices).
+Under Eq. 7, ``fut[k]`` holds the largest weights (bytes, latency
 counts) of the ring terms of position ``k`` placed later, as sender (columns 0, 1) and receiver
 (2, 3), and ``dmin[d]`` the cheapest inverse bandwidth and latency out of (0, 1) and into (2, 3)
 device ``d``: a ring term that cannot fit even over ``d``'s cheapest link rejects ``d``. Both
@@ -41,7 +44,7 @@ STATUS_INFEASIBLE, STATUS_FOUND, STATUS_BUDGET = 0, 1, 2
 
 @kernel
 def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_dir, chk_base,  # type: ignore[no-untyped-def]
-                 gt_ptr, gt_other, inv, lat, fut, dmin, res_ptr, ev_row, res_tab, state,
+                 gt_ptr, gt_other, inv, lat, fut, dmin, res_ptr, ev_row, res_row, res_tab, state,
                  dev_at, used, loads, cand, ncand, ci, max_nodes):
     """Run (or resume) the search; returns ``(status, nodes expanded in this call)``.
 
@@ -92,7 +95,8 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
                         # the earlier end had reserved the cheapest cost of its remaining
                         # terms; this one is now real
                         row = ev_row[e]
-                        scratch[chk_other[e]] += tt - (res_tab[row, dj] - res_tab[row + 1, dj])
+                        scratch[chk_other[e]] += tt - (res_tab[res_row[row], dj]
+                                                       - res_tab[res_row[row + 1], dj])
                         added += tt
                     else:
                         if chk_base[e] + tt > t:
@@ -100,7 +104,7 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
                         if tt > added:
                             added = tt
                 if mode == 0:
-                    if loads[k, k] + added + res_tab[res_ptr[k], d] > t:
+                    if loads[k, k] + added + res_tab[res_row[res_ptr[k]], d] > t:
                         ok = False
                     for e in range(chk_ptr[k], chk_ptr[k + 1]):
                         j = chk_other[e]
@@ -139,7 +143,7 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
         for i in range(n):
             loads[k + 1, i] = loads[k, i]
         if mode == 0:
-            loads[k + 1, k] += res_tab[res_ptr[k], d]
+            loads[k + 1, k] += res_tab[res_row[res_ptr[k]], d]
             for e in range(chk_ptr[k], chk_ptr[k + 1]):
                 j = chk_other[e]
                 dj = dev_at[j]
@@ -149,7 +153,7 @@ def dfs_feasible(n_dev, mode, t, base, chk_ptr, chk_other, chk_w, chk_nl, chk_di
                     tt = chk_w[e] * inv[dj, d] + chk_nl[e] * lat[dj, d]
                 row = ev_row[e]
                 loads[k + 1, k] += tt
-                loads[k + 1, j] += tt - (res_tab[row, dj] - res_tab[row + 1, dj])
+                loads[k + 1, j] += tt - (res_tab[res_row[row], dj] - res_tab[res_row[row + 1], dj])
         k += 1
         need_gen = True
     state[0] = -1

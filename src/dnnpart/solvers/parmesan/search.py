@@ -43,7 +43,7 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -104,6 +104,7 @@ class SearchSpace:
     dmin: FloatArray
     res_ptr: IntArray
     ev_row: IntArray
+    res_row: IntArray
     res_tab: FloatArray
 
 
@@ -195,49 +196,98 @@ _RES_CAP = 1e300
 
 def _reservations(
     n: int, terms: Terms, pos: IntArray, chk_ptr: IntArray, chk_idx: IntArray, topo: Topology
-) -> tuple[IntArray, IntArray, FloatArray]:
+) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
     """Eq. 6 forward-check table (see :mod:`.kernels`): per position ``j`` one row per number
-    of its later terms already realised; ``ev_row`` per checking-scheme entry."""
+    of its later terms already realised (``res_row``: its index in the table of distinct
+    rows); ``ev_row`` per checking-scheme entry."""
     pa, pb = pos[terms.a], pos[terms.b]
     later_terms: list[list[int]] = [[] for _ in range(n)]
     # realisation order: by the position that checks the term, then checking-scheme order
     for k in range(n):
         for e in chk_idx[chk_ptr[k]:chk_ptr[k + 1]].tolist():
             later_terms[int(min(pa[e], pb[e]))].append(e)
-    off = ~np.eye(n, dtype=np.bool_)
-    cheap = np.minimum(topo.inv_bandwidth, topo.inv_bandwidth.T)
-    cheap_sorted = np.sort(np.where(off, cheap, np.inf), axis=1)[:, : n - 1]
-    lat_min = (np.where(off, np.minimum(topo.latency, topo.latency.T), np.inf).min(axis=1)
-               if n > 1 else np.zeros(n))
+    # per device, its cheapest links (either direction) to as many others as a position has
+    # neighbours at most, and its lowest latency: row blocks, no (D, D) work array (134 MB
+    # each at 4,096 devices)
     order_vertex = np.empty(n, np.int64)
     order_vertex[pos] = np.arange(n)
+    most = max((len({int(terms.a[e] + terms.b[e]) - int(order_vertex[j]) for e in lt})
+                for j, lt in enumerate(later_terms)), default=0)
+    cheap_sorted = np.empty((n, most))
+    lat_min = np.zeros(n)
+    for lo, hi, block in _symmetric_rows(topo.inv_bandwidth):
+        if most:
+            near = np.partition(block, most - 1, axis=1)[:, :most] if most < n else block
+            cheap_sorted[lo:hi] = np.sort(near, axis=1)
+    if n > 1:
+        for lo, hi, block in _symmetric_rows(topo.latency):
+            lat_min[lo:hi] = block.min(axis=1)
     res_ptr = np.zeros(n, np.int64)
-    rows: list[FloatArray] = []
+    # one row per position and per number of its later terms realised (n + terms), each the
+    # index of its values among the distinct ones: rows depend on the remaining terms' weights
+    res_row = np.empty(n + sum(len(lt) for lt in later_terms), np.int64)
+    distinct: dict[tuple[float, ...], int] = {}
+    values: list[FloatArray] = []
+    row = 0
     ev_row = np.zeros(chk_idx.shape[0], np.int64)
     where = np.empty(chk_idx.shape[0], np.int64)
     where[chk_idx] = np.arange(chk_idx.shape[0])
     for j in range(n):
-        res_ptr[j] = len(rows)
+        res_ptr[j] = row
         lt = later_terms[j]
         for m in range(len(lt) + 1):
             rest = lt[m:]
-            if rest:
-                # terms to the same neighbour share its device: one item per neighbour
-                nb: dict[int, float] = {}
-                for e in rest:
-                    other = int(terms.a[e] + terms.b[e]) - int(order_vertex[j])
-                    nb[other] = nb.get(other, 0.0) + float(terms.weight[e])
-                w = np.sort(np.array(list(nb.values())))[::-1]
-                with np.errstate(invalid="ignore"):
-                    val = (cheap_sorted[:, : len(w)] * w[None, :]).sum(axis=1) \
-                        + float(terms.n_lat[rest].sum()) * lat_min
-                val = np.where(np.isnan(val), np.inf, val)
-            else:
-                val = np.zeros(n)
-            rows.append(np.minimum(val, _RES_CAP))
+            # terms to the same neighbour share its device: one item per neighbour
+            nb: dict[int, float] = {}
+            for e in rest:
+                other = int(terms.a[e] + terms.b[e]) - int(order_vertex[j])
+                nb[other] = nb.get(other, 0.0) + float(terms.weight[e])
+            w = np.sort(np.array(list(nb.values()), dtype=np.float64))[::-1]
+            latencies = float(terms.n_lat[rest].sum()) if rest else 0.0
+            key = (latencies, *w.tolist())
+            if key not in distinct:
+                if rest:
+                    with np.errstate(invalid="ignore"):
+                        val = (cheap_sorted[:, : len(w)] * w[None, :]).sum(axis=1) + latencies * lat_min
+                    val = np.where(np.isnan(val), np.inf, val)
+                else:
+                    val = np.zeros(n)
+                distinct[key] = len(values)
+                values.append(np.minimum(val, _RES_CAP))
+            res_row[row] = distinct[key]
+            row += 1
             if m < len(lt):
                 ev_row[where[lt[m]]] = res_ptr[j] + m
-    return res_ptr, ev_row, np.ascontiguousarray(np.array(rows).reshape(-1, n))
+    return res_ptr, ev_row, res_row, np.ascontiguousarray(np.array(values).reshape(-1, n))
+
+
+#: Rows per block of the (D, D) matrices' row-wise minima (2 MB of float64 at 1,024 devices).
+_BLOCK_ROWS = 256
+
+
+def _symmetric_rows(matrix: FloatArray) -> Iterator[tuple[int, int, FloatArray]]:
+    """``min(M, M^T)`` a block of rows at a time, with ``inf`` on the diagonal (a device's link
+    to itself never counts): ``(first row, end row, block)``."""
+    n = matrix.shape[0]
+    for lo in range(0, n, _BLOCK_ROWS):
+        hi = min(n, lo + _BLOCK_ROWS)
+        block = np.minimum(matrix[lo:hi], matrix[:, lo:hi].T)
+        block[np.arange(hi - lo), np.arange(lo, hi)] = np.inf
+        yield lo, hi, block
+
+
+def _off_diagonal_minima(matrix: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Each row's and each column's minimum of ``matrix`` off its diagonal, a block of rows at
+    a time."""
+    n = matrix.shape[0]
+    rows, cols = np.empty(n), np.full(n, np.inf)
+    for lo in range(0, n, _BLOCK_ROWS):
+        hi = min(n, lo + _BLOCK_ROWS)
+        block = matrix[lo:hi].copy()
+        block[np.arange(hi - lo), np.arange(lo, hi)] = np.inf
+        rows[lo:hi] = block.min(axis=1)
+        np.minimum(cols, block.min(axis=0), out=cols)
+    return rows, cols
 
 
 def build_search_space(
@@ -270,14 +320,15 @@ def build_search_space(
         else:
             fut[j, c] = max(fut[j, c], terms.weight[e])
             fut[j, c + 1] = max(fut[j, c + 1], terms.n_lat[e])
-    off = ~np.eye(n, dtype=np.bool_)
-    inv_off = np.where(off, topo.inv_bandwidth, np.inf)
-    lat_off = np.where(off, topo.latency, np.inf)
-    dmin = np.stack([inv_off.min(axis=1), lat_off.min(axis=1), inv_off.min(axis=0),
-                     lat_off.min(axis=0)], axis=1) if n > 1 else np.zeros((n, 4))
+    if n > 1:
+        inv_rows, inv_cols = _off_diagonal_minima(topo.inv_bandwidth)
+        lat_rows, lat_cols = _off_diagonal_minima(topo.latency)
+        dmin = np.stack([inv_rows, lat_rows, inv_cols, lat_cols], axis=1)
+    else:
+        dmin = np.zeros((n, 4))
     # no route at all out of / into a device: a huge finite cost keeps 0 * cost = 0
     dmin = np.minimum(dmin, 1e300)
-    res_ptr, ev_row, res_tab = _reservations(n, terms, pos, ptr, idx, topo)
+    res_ptr, ev_row, res_row, res_tab = _reservations(n, terms, pos, ptr, idx, topo)
     gptr, gidx = _csr(n, [p[0] for p in pairs])
     gt_other = np.array([p[1] for p in pairs], np.int64)[gidx] if pairs else np.zeros(0, np.int64)
     return SearchSpace(
@@ -289,7 +340,7 @@ def build_search_space(
         gt_ptr=gptr, gt_other=gt_other,
         inv=np.ascontiguousarray(topo.inv_bandwidth), lat=np.ascontiguousarray(topo.latency),
         fut=fut, dmin=np.ascontiguousarray(dmin), res_ptr=res_ptr, ev_row=ev_row,
-        res_tab=res_tab,
+        res_row=res_row, res_tab=res_tab,
     )
 
 
@@ -317,7 +368,7 @@ def feasible(
         status, nodes = fn(n, space.mode, float(t), space.base, space.chk_ptr, space.chk_other,
                            space.chk_w, space.chk_nl, space.chk_dir, space.chk_base,
                            space.gt_ptr, space.gt_other, space.inv, space.lat, space.fut,
-                           space.dmin, space.res_ptr, space.ev_row, space.res_tab, state,
+                           space.dmin, space.res_ptr, space.ev_row, space.res_row, space.res_tab, state,
                            dev_at, used, loads, cand, ncand, ci, chunk)
         total += int(nodes)
         if status != STATUS_BUDGET:
@@ -479,8 +530,10 @@ def map_stages(
                            else instantiation)
     if deterministic and node_limit is None:
         node_limit = 2_000_000
-    space = build_search_space(stages, topo, kind, symmetry=symmetry)
+    # the bound's tables first: their (D, D) work arrays are gone before the search space's
+    # forward-check table (hundreds of MB at 4,096 devices) is made
     lower = lower_bound(stages, topo, kind, matching=True)
+    space = build_search_space(stages, topo, kind, symmetry=symmetry)
     initial_bound = lower
     candidates = {"cs": cs_mapping(stages), "p2p-first": p2p_first_mapping(stages),
                   "random": random_mapping(stages, seed)}
