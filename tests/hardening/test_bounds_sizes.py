@@ -156,12 +156,26 @@ def test_optcnn_tables_are_estimated_before_they_are_built() -> None:
 def test_the_table_estimate_keeps_the_papers_settings() -> None:
     """Paper 3 ran up to 16 GPUs: its four models there stay below the bound."""
     from dnnpart.layerwise import models
+    from dnnpart.layerwise.tables import table_peak_bytes
     from dnnpart.limits import MAX_TABLE_BYTES
-    from dnnpart.solvers.optcnn.methods import table_peak_bytes
 
     for name in ("alexnet", "vgg16", "inception_v3", "resnet50"):
         assert table_peak_bytes(getattr(models, name)(32 * 16), 16) <= MAX_TABLE_BYTES, name
     assert table_peak_bytes(models.alexnet(32 * 128), 128) > MAX_TABLE_BYTES
+
+
+def test_the_tables_refuse_themselves_whoever_calls_them() -> None:
+    """``build_tables`` checks its own estimate, so no caller (a method, the reproduction, the
+    strategy tables) can build past it."""
+    from dnnpart.errors import FormatError
+    from dnnpart.layerwise import models
+    from dnnpart.layerwise.hardware import P100, paper_bandwidth
+    from dnnpart.layerwise.tables import build_tables
+
+    started = time.perf_counter()
+    with pytest.raises(FormatError, match="cost-table working memory"):
+        build_tables(models.alexnet(32 * 128), 128, P100, paper_bandwidth(128))
+    assert time.perf_counter() - started < 10  # refused before anything large is made
 
 
 def test_example_inputs_are_checked_before_they_are_made() -> None:

@@ -14,11 +14,13 @@ import numpy.typing as npt
 
 from dnnpart.devices.specs import DeviceSpec
 from dnnpart.errors import UsageError
-from dnnpart.layerwise.configs import ConfigSpace, config_space
+from dnnpart.layerwise.configs import ConfigSpace, config_space, enumerate_degrees, parallel_dims
 from dnnpart.layerwise.costs import compute_time, sync_bytes, sync_time, transfer_costs
 from dnnpart.layerwise.layers import LayerGraph
+from dnnpart.limits import MAX_TABLE_BYTES, check_estimate
 
-__all__ = ["CostTables", "build_tables", "communication_bytes", "iteration_time"]
+__all__ = ["CostTables", "build_tables", "check_table_size", "communication_bytes", "iteration_time",
+           "table_peak_bytes"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -59,6 +61,43 @@ class CostTables:
         return [c + s for c, s in zip(self.t_c, self.t_s, strict=True)]
 
 
+def table_peak_bytes(layers: LayerGraph, devices: int) -> int:
+    """The largest working array :func:`build_tables` makes: one
+    edge's ``(C_producer, C_consumer, devices, devices, 4)`` int64 tile overlaps, from the
+    configuration counts alone (cheap: degree vectors, no tiles).
+
+    Examples
+    --------
+    >>> from dnnpart.layerwise.models import alexnet
+    >>> table_peak_bytes(alexnet(32 * 4), 4) < table_peak_bytes(alexnet(32 * 64), 64)
+    True
+    """
+    counts = [len(enumerate_degrees(layer.out_shape, parallel_dims(layer), devices))
+              for layer in layers.layers]
+    pairs = max((counts[p] * counts[j] for j, layer in enumerate(layers.layers) for p in layer.inputs),
+                default=0)
+    return pairs * devices * devices * 4 * 8
+
+
+def check_table_size(layers: LayerGraph, devices: int) -> None:
+    """Refuse cost tables whose working arrays would pass :data:`~dnnpart.limits.MAX_TABLE_BYTES`
+    (128 devices on AlexNet: 2 GB for one edge, 97 s), before any is built; :func:`build_tables`
+    calls it when it enumerates the configuration spaces.
+
+    Examples
+    --------
+    >>> from dnnpart.layerwise.models import alexnet
+    >>> check_table_size(alexnet(32 * 128), 128)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnpart.errors.FormatError: --cluster: 128 devices: cost-table working memory estimated at 2.13 GB, ...
+    """
+    check_estimate(table_peak_bytes(layers, devices), MAX_TABLE_BYTES, f"--cluster: {devices} devices",
+                   "cost-table working memory",
+                   "OptCNN's tables grow with the square of the devices and their configurations; "
+                   "use fewer devices")
+
+
 def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray, *,
                  spaces: Sequence[ConfigSpace] | None = None) -> CostTables:
     """Configuration spaces and all cost tables of ``graph`` on ``devices`` devices.
@@ -78,6 +117,7 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     if bandwidth.shape != (devices, devices):
         raise UsageError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
     if spaces is None:
+        check_table_size(graph, devices)  # before any table is built
         spaces = tuple(config_space(layer, devices) for layer in graph.layers)
     spaces = tuple(spaces)
     if len(spaces) != len(graph.layers):

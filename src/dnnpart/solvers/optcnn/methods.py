@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dnnpart.errors import UsageError
-from dnnpart.limits import MAX_TABLE_BYTES, check_batch, check_estimate
+from dnnpart.limits import check_batch
 from dnnpart.plan import Plan, SolveResult, Status
 from dnnpart.problem import ITERATION, Problem
 from dnnpart.solvers.method import LAYERWISE, MethodInfo, Option, Progress, Stopwatch
@@ -44,48 +44,9 @@ def _tables(problem: Problem) -> tuple[Any, float]:
 
     check_batch(problem.objective.batch, "objective batch (--batch)")
     layers, device, bandwidth = iteration_setting(problem)
-    check_table_size(layers, bandwidth.shape[0])
     t0 = time.perf_counter()
     tables = build_tables(layers, bandwidth.shape[0], device, bandwidth)
     return tables, time.perf_counter() - t0
-
-
-def table_peak_bytes(layers: Any, devices: int) -> int:
-    """The largest working array :func:`~dnnpart.layerwise.tables.build_tables` makes: one
-    edge's ``(C_producer, C_consumer, devices, devices, 4)`` int64 tile overlaps, from the
-    configuration counts alone (cheap: degree vectors, no tiles).
-
-    Examples
-    --------
-    >>> from dnnpart.layerwise.models import alexnet
-    >>> table_peak_bytes(alexnet(32 * 4), 4) < table_peak_bytes(alexnet(32 * 64), 64)
-    True
-    """
-    from dnnpart.layerwise.configs import enumerate_degrees, parallel_dims
-
-    counts = [len(enumerate_degrees(layer.out_shape, parallel_dims(layer), devices))
-              for layer in layers.layers]
-    pairs = max((counts[p] * counts[j] for j, layer in enumerate(layers.layers) for p in layer.inputs),
-                default=0)
-    return pairs * devices * devices * 4 * 8
-
-
-def check_table_size(layers: Any, devices: int) -> None:
-    """Refuse cost tables whose working arrays would pass :data:`~dnnpart.limits.MAX_TABLE_BYTES`
-    (128 devices on AlexNet: 2 GB for one edge, 97 s), before any is built.
-
-    Examples
-    --------
-    >>> from dnnpart.layerwise.models import alexnet
-    >>> check_table_size(alexnet(32 * 128), 128)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    dnnpart.errors.FormatError: --cluster: 128 devices: cost-table working memory estimated at 2.13 GB, ...
-    """
-    check_estimate(table_peak_bytes(layers, devices), MAX_TABLE_BYTES, f"--cluster: {devices} devices",
-                   "cost-table working memory",
-                   "OptCNN's tables grow with the square of the devices and their configurations; "
-                   "use fewer devices")
 
 
 def _result(problem: Problem, method: str, tables: Any, strategy: Sequence[int], value_s: float,
