@@ -98,6 +98,7 @@ def test_spawned_training_ranks_match_the_reference() -> None:
     assert spawned.losses == pytest.approx(spawned.reference_losses, rel=RTOL)
 
 
+@pytest.mark.slow  # 17 s; spawned training ranks (above) run in the default test run
 def test_spawned_inference_ranks_give_the_forked_outputs() -> None:
     planned, batches = _tiny_gpt2(training=False)
     run = planned.runnable  # type: ignore[attr-defined]

@@ -1,18 +1,17 @@
-"""Three suite members in the default test run, from plan to every runtime.
-
-:data:`dnnpart.frontends.suite.QUICK` (GPT-2, BERT, T5: a decoder, an encoder and an
-encoder-decoder) at sizes smaller than the suite's (hidden 32, vocabulary 64), through the
-steps of ``benchmarks/model_suite.py``: ``dnnpart plan --training --schedule 1f1b
---microbatches 4`` (the CLI, in this process; the default block pipeline, on ``2xA100``, not
-the suite's ``4xA100``, so each step starts two ranks, not four), then, on the plan file
-loaded once (the CLI would capture the model again for every command), ``run_plan`` (gloo
-ranks, gradient check), the ``pipelining`` export and its ``torchrun ... --check`` (loss and
-gradients against the unpartitioned model), ``deepspeed`` (one part per planned stage;
-``tests/export/test_runtime_exports.py`` builds such a folder over gloo), ``megatron`` and
-``torchtitan`` (written, or refused as bad input with the reason where the runtime has no
-such family) and the report (activations on every stage). All sixteen members at the
-suite's sizes, every step a whole CLI process: ``tests/frontends/test_suite_to_runtimes.py``
-(``-m slow``).
+"""Suite members from plan to every runtime: GPT-2 in the default test run, BERT and T5 (the rest
+of :data:`dnnpart.frontends.suite.QUICK`: an encoder and an encoder-decoder; 70 s of the
+default run's time between them) under ``-m slow``. The members run at sizes smaller than the
+suite's (hidden 32, vocabulary 64), through the steps of ``benchmarks/model_suite.py``:
+``dnnpart plan --training --schedule 1f1b --microbatches 4`` (the CLI, in this process; the
+default block pipeline, on ``2xA100``, not the suite's ``4xA100``, so each step starts two
+ranks, not four), then, on the plan file loaded once (the CLI would capture the model again for
+every command), ``run_plan`` (gloo ranks, gradient check), the ``pipelining`` export and its
+``torchrun ... --check`` (loss and gradients against the unpartitioned model), ``deepspeed``
+(one part per planned stage; ``tests/export/test_runtime_exports.py`` builds such a folder over
+gloo), ``megatron`` and ``torchtitan`` (written, or refused as bad input with the reason where
+the runtime has no such family) and the report (activations on every stage). All sixteen
+members at the suite's sizes, every step a whole CLI process:
+``tests/frontends/test_suite_to_runtimes.py`` (``-m slow``).
 """
 
 from __future__ import annotations
@@ -68,7 +67,8 @@ def _torchrun(folder: Path, nproc: int) -> subprocess.CompletedProcess[str]:
                           cwd=folder, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("name", QUICK)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "gpt2" else pytest.mark.slow)
+                                  for n in QUICK])
 def test_a_quick_suite_member_reaches_every_runtime(name: str, tmp_path: Path) -> None:
     plan = tmp_path / "p.json"
     code, out, err = _cli("plan", TINY[name], "--training", "--schedule", "1f1b", "--microbatches", "4",
