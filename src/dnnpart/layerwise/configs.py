@@ -22,6 +22,7 @@ Choices (also in ``docs/methods/optcnn.md``):
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,8 +81,8 @@ def enumerate_degrees(shape: Shape, dims: tuple[bool, ...], devices: int) -> Int
         [d for d in _powers_of_two_up_to(devices) if size % d == 0] if allowed else [1]
         for size, allowed in zip(shape, dims, strict=True)
     ]
-    rows = [c for c in itertools.product(*choices) if devices % int(np.prod(c)) == 0]
-    rows.sort(key=lambda c: (int(np.prod(c)), c))
+    rows = [c for c in itertools.product(*choices) if devices % math.prod(c) == 0]
+    rows.sort(key=lambda c: (math.prod(c), c))
     return np.asarray(rows, dtype=np.int64).reshape(-1, len(DIMS))
 
 

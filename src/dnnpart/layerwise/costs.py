@@ -32,6 +32,8 @@ Choices where the paper is silent (also in ``docs/methods/optcnn.md``, each test
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -41,7 +43,8 @@ from dnnpart.layerwise.configs import ConfigSpace
 from dnnpart.layerwise.layers import LayerSpec
 
 __all__ = [
-    "BYTES_PER_ELEMENT", "backward_factor", "compute_time", "input_region", "inverse_bandwidth",
+    "BYTES_PER_ELEMENT", "backward_factor", "compute_time", "edge_read_volume", "input_region",
+    "inverse_bandwidth",
     "read_volume", "sync_bytes", "sync_time", "tile_forward_times", "transfer_costs", "transfer_time",
 ]
 
@@ -115,21 +118,100 @@ def read_volume(consumer: LayerSpec, k: int, alo: IntArray, ahi: IntArray,
     3
     """
     nlo, nhi = input_region(consumer, k, lo, hi)
-    side = np.maximum(np.minimum(ahi, nhi) - np.maximum(alo, nlo), 0)
-    if consumer.has_window:
-        for d, axis in ((0, 2), (1, 3)):
-            kk, s, p = consumer.kernel[d], consumer.stride[d], consumer.padding[d]
-            if kk >= s:
-                continue  # windows overlap or touch: the hull is read entirely
-            olo, ohi = lo[..., axis], hi[..., axis]
-            count = np.zeros(np.broadcast_shapes(alo[..., axis].shape, olo.shape), dtype=np.int64)
-            for i in range(kk):
-                first = np.maximum(olo, _ceil_div(alo[..., axis] + p - i, s))
-                last = np.minimum(ohi, _ceil_div(ahi[..., axis] + p - i, s))
-                count += np.maximum(last - first, 0)
-            side[..., axis] = count
-    out: IntArray = np.prod(side, axis=-1)
+    out: IntArray = np.ones((), dtype=np.int64)
+    for axis in range(lo.shape[-1]):  # the volume of a box intersection: its sides' product
+        out = out * _sides(consumer, axis, alo[..., axis], ahi[..., axis], nlo[..., axis], nhi[..., axis],
+                           lo[..., axis], hi[..., axis])
     return out
+
+
+def _sides(consumer: LayerSpec, axis: int, alo: IntArray, ahi: IntArray, nlo: IntArray, nhi: IntArray,
+           olo: IntArray, ohi: IntArray) -> IntArray:
+    """Along ``axis``: elements of ``[alo, ahi)`` read by consumer tiles whose output interval is
+    ``[olo, ohi)`` and whose input region is ``[nlo, nhi)`` (broadcast)."""
+    side: IntArray = np.maximum(np.minimum(ahi, nhi) - np.maximum(alo, nlo), 0)
+    if not consumer.has_window or axis < 2:
+        return side
+    kk, s, p = consumer.kernel[axis - 2], consumer.stride[axis - 2], consumer.padding[axis - 2]
+    if kk >= s:
+        return side  # windows overlap or touch: the hull is read entirely
+    count = np.zeros(np.broadcast_shapes(alo.shape, olo.shape), dtype=np.int64)
+    for i in range(kk):
+        first = np.maximum(olo, _ceil_div(alo + p - i, s))
+        last = np.minimum(ohi, _ceil_div(ahi + p - i, s))
+        count += np.maximum(last - first, 0)
+    return count
+
+
+def edge_read_volume(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace) -> IntArray:
+    """:func:`read_volume` of every producer tile against every consumer tile of input ``k``:
+    ``(C_producer, C_consumer, T_producer, T_consumer)``.
+
+    A box intersection's volume is the product of its sides, and along one axis a space's tiles
+    have few distinct intervals: each axis's sides are computed between those (the arithmetic
+    of :func:`read_volume`) and gathered into the tile pairs, one multiplication per axis
+    (Inception-v3's tables on 16 devices: 54 M tile pairs).
+
+    Examples
+    --------
+    >>> from dnnpart.layerwise.configs import config_space
+    >>> from dnnpart.layerwise.models import lenet5
+    >>> g = lenet5(4)
+    >>> a, b = config_space(g.layers[0], 2), config_space(g.layers[1], 2)
+    >>> vol = edge_read_volume(a, g.layers[1], 0, b)
+    >>> ref = read_volume(g.layers[1], 0, a.lo[:, None, :, None, :], a.hi[:, None, :, None, :],
+    ...                   b.lo[None, :, None, :, :], b.hi[None, :, None, :, :])
+    >>> vol.shape, bool((vol == ref).all())
+    ((4, 5, 2, 2), True)
+    """
+    return _edge_volume(producer, consumer, k, cons).astype(np.int64)
+
+
+#: Tile pairs up to which an edge's volumes are computed by broadcasting boxes directly.
+_DIRECT_PAIRS = 1 << 14
+
+
+def _edge_volume(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace) -> FloatArray:
+    """:func:`edge_read_volume` as floats (exact: counts below 2**53), broadcast: an axis whose
+    sides depend on one side's tiles only (a convolution reads every channel) gathers a
+    ``(C, 1, T, 1)`` or ``(1, C, 1, T)`` factor, not a whole ``(Ci, Cj, Ts, Tt)`` one."""
+    shape = (producer.lo.shape[0], cons.lo.shape[0], producer.lo.shape[1], cons.lo.shape[1])
+    if math.prod(shape) <= _DIRECT_PAIRS:  # small: broadcasting costs less than finding intervals
+        return read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
+                           cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :]).astype(np.float64)
+    nlo, nhi = input_region(consumer, k, cons.lo, cons.hi)
+    factors = []
+    for axis in range(producer.lo.shape[-1]):
+        p_of, (alo, ahi) = _distinct(producer.lo[..., axis], producer.hi[..., axis])
+        c_of, (rlo, rhi, olo, ohi) = _distinct(nlo[..., axis], nhi[..., axis], cons.lo[..., axis],
+                                               cons.hi[..., axis])
+        sides = _sides(consumer, axis, alo[:, None], ahi[:, None], rlo[None, :], rhi[None, :],
+                       olo[None, :], ohi[None, :]).astype(np.float64)
+        rows = p_of[:, None, :, None] if sides.shape[0] > 1 else np.zeros((1, 1, 1, 1), np.int64)
+        cols = c_of[None, :, None, :] if sides.shape[1] > 1 else np.zeros((1, 1, 1, 1), np.int64)
+        factors.append(sides[rows, cols])
+    factors.sort(key=lambda f: f.size)  # the small factors first: one whole-size product at most
+    vol = factors[0]
+    for f in factors[1:]:
+        vol = vol * f if vol.size < f.size or vol.shape != np.broadcast_shapes(vol.shape, f.shape) \
+            else np.multiply(vol, f, out=vol)
+    out: FloatArray = np.broadcast_to(vol, shape)
+    return out
+
+
+def _distinct(*columns: IntArray) -> tuple[IntArray, tuple[IntArray, ...]]:
+    """The distinct rows of equally shaped non-negative integer arrays read side by side: each
+    element's row number, and the rows' columns."""
+    radix = int(max(int(c.max(initial=0)) for c in columns)) + 1
+    key = np.zeros(columns[0].shape, dtype=np.int64)
+    for c in columns:  # one integer per row (mixed radix): a 1-D unique, not a row-wise one
+        key = key * radix + c
+    if radix ** len(columns) >= 2**62:  # too wide for one int64: row-wise
+        rows = np.stack([c.ravel() for c in columns], axis=1)
+        uniq, of = np.unique(rows, axis=0, return_inverse=True)
+        return of.reshape(columns[0].shape), tuple(uniq.T)
+    _, first, of = np.unique(key.ravel(), return_index=True, return_inverse=True)
+    return of.reshape(columns[0].shape), tuple(c.ravel()[first] for c in columns)
 
 
 def inverse_bandwidth(bandwidth: FloatArray) -> FloatArray:
@@ -165,13 +247,14 @@ def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Con
     (12544.0, 6272.0)
     """
     inv = inverse_bandwidth(bandwidth)
-    vol = read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
-                      cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :])  # (Ci, Cj, Ts, Tt)
-    bytes_ = vol.astype(np.float64) * BYTES_PER_ELEMENT
+    bytes_ = _edge_volume(producer, consumer, k, cons) * BYTES_PER_ELEMENT  # (Ci, Cj, Ts, Tt)
     src = producer.device[:, None, :, None]
     dst = cons.device[None, :, None, :]
-    fwd = (bytes_ * _gather_inv(inv, src, dst)).sum(axis=2).max(axis=2)
-    bwd = (bytes_ * _gather_inv(inv, dst, src)).sum(axis=3).max(axis=2)
+    seconds = bytes_ * _gather_inv(inv, src, dst)
+    fwd = seconds.sum(axis=2).max(axis=2)
+    if not np.array_equal(inv, inv.T):  # else the way back costs the same
+        seconds = bytes_ * _gather_inv(inv, dst, src)
+    bwd = seconds.sum(axis=3).max(axis=2)
     moved = 2.0 * np.where(src != dst, bytes_, 0.0).sum(axis=(2, 3))
     return fwd + bwd, moved
 

@@ -118,8 +118,14 @@ def random_bandwidth(rng: np.random.Generator, d: int) -> np.ndarray:
     return bw
 
 
-def test_transfer_equals_voxel_counting() -> None:
-    """>= 200 random (layer, configuration pair, topology) cases; a third on two-level topologies."""
+@pytest.mark.parametrize("direct_pairs", [0, 1 << 14], ids=["intervals", "default"])
+def test_transfer_equals_voxel_counting(direct_pairs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """>= 200 random (layer, configuration pair, topology) cases; a third on two-level topologies.
+    Small edges broadcast their tile boxes directly; ``direct_pairs=0`` sends every edge through
+    the distinct intervals per axis, the path of large ones."""
+    from dnnpart.layerwise import costs
+
+    monkeypatch.setattr(costs, "_DIRECT_PAIRS", direct_pairs)
     rng = np.random.default_rng(2018)
     cases = kinds_seen = 0
     seen: set[str] = set()
@@ -243,3 +249,17 @@ def test_compute_time_roofline() -> None:
     assert t[0] == pytest.approx(3 * BYTES_PER_ELEMENT * (4 * 2 * 64 + 4 * 4 * 64 + weights))
     # input layers cost nothing to compute
     assert not compute_time(b.build().layers[0], config_space(b.build().layers[0], 4), compute_bound).any()
+
+
+@pytest.mark.parametrize("top", [10, 1 << 20], ids=["one-integer-key", "row-wise"])
+def test_distinct_rows_give_back_every_element(top: int) -> None:
+    """Mixed-radix keys (small coordinates) and the row-wise fallback (keys past int64) agree."""
+    from dnnpart.layerwise.costs import _distinct
+
+    rng = np.random.default_rng(top)
+    cols = [rng.integers(0, top, size=(5, 7)) for _ in range(4)]
+    cols[1][2] = cols[1][0]  # repeated rows
+    of, rows = _distinct(*cols)
+    for c, r in zip(cols, rows, strict=True):
+        assert np.array_equal(r[of], c)
+    assert len(rows[0]) == len({tuple(int(c[i, j]) for c in cols) for i in range(5) for j in range(7)})
