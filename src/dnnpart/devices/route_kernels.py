@@ -591,6 +591,7 @@ def compiled() -> None:
         shield_numba_compiles()  # numba compilations are not cut by the stop backstop
         module = sys.modules[__name__]
         for name in KERNELS:
-            jit = numba.njit(cache=True, inline="always" if name in _INLINE else "never")
+            # nogil: routing runs chunks of sources on threads (routing._chunked)
+            jit = numba.njit(cache=True, nogil=True, inline="always" if name in _INLINE else "never")
             setattr(module, name, jit(getattr(module, name)))
         _state["compiled"] = True

@@ -53,7 +53,10 @@ chunks :func:`route` checks the stop flag (:mod:`dnnpart.interrupt`): Ctrl-C rai
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -177,13 +180,53 @@ def _step(n: int, m: int) -> int:
     return max(1, min(n, CHUNK_WORK // max(1, 2 * m + n)))
 
 
-def _chunked(n: int, m: int, rows: object) -> None:
-    """Call ``rows(s0, s1)`` over all sources in chunks, checking the stop flag between."""
+def _chunked(n: int, m: int, rows: Callable[[int, int, IntArray], None], hop: IntArray) -> None:
+    """Call ``rows(s0, s1, hop)`` over all sources in chunks, checking the stop flag between.
+
+    Compiled kernels release the GIL and write the rows of their own sources only, so chunks
+    run on :func:`route_threads` threads; a chunk-sized ``hop`` (no hop matrix asked for) is
+    scratch, one per thread."""
     step = _step(n, m)
-    for s0 in range(0, n, step):
-        check_stop(s0, n)
-        rows(s0, min(n, s0 + step))  # type: ignore[operator]
+    starts = range(0, n, step)
+    threads = min(route_threads(), len(starts)) if n * (2 * m + n) > PYTHON_WORK else 1
+    if threads <= 1:
+        for s0 in starts:
+            check_stop(s0, n)
+            rows(s0, min(n, s0 + step), hop)
+        check_stop(n, n)
+        return
+    full = hop.shape[0] == n
+    scratch = [hop] + [hop if full else np.empty_like(hop) for _ in range(threads - 1)]
+    queue = iter(starts)
+    lock = threading.Lock()
+
+    def work(mine: IntArray) -> None:
+        while True:
+            with lock:
+                s0 = next(queue, None)
+            if s0 is None:
+                return
+            check_stop(s0, n)
+            rows(s0, min(n, s0 + step), mine)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(work, buf) for buf in scratch]:
+            done.result()  # a stop request raised in a thread ends here
     check_stop(n, n)
+
+
+def route_threads() -> int:
+    """Threads that route at once: the CPUs this process may use, at most
+    :data:`MAX_ROUTE_THREADS`."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_ROUTE_THREADS))
+
+
+#: Most threads routing at once (each holds a chunk of rows in flight).
+MAX_ROUTE_THREADS = 8
 
 
 def route(
@@ -219,8 +262,8 @@ def route(
     if m and _equal(bwa) and _equal(la):  # one kind of link (grids, tori): breadth-first
         ptr, nbr, _ = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
         band_of, lat_of = _hop_tables(n, float(bwa[0]), float(la[0]), rule)
-        _chunked(n, m, lambda s0, s1: rk.uniform_rows(s0, s1, ptr, nbr, band_of, lat_of,
-                                                       band, late, hop))
+        _chunked(n, m, lambda s0, s1, h: rk.uniform_rows(s0, s1, ptr, nbr, band_of, lat_of,
+                                                          band, late, h), hop)
     elif rule == "widest":
         order, lstart = _levels(bwa)
         ptr, nbr, eid = rk.adjacency(n, aa, bb, order)
@@ -229,9 +272,9 @@ def route(
                            late, hop)
         else:
             fifo = _equal(la)
-            _chunked(n, m, lambda s0, s1: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa,
-                                                          la, order, lstart, band, late, hop,
-                                                          fifo))
+            _chunked(n, m, lambda s0, s1, h: rk.widest_rows(s0, s1, ptr, nbr, eid, aa, bb, bwa,
+                                                             la, order, lstart, band, late, h,
+                                                             fifo), hop)
     else:
         _saf(n, aa, bb, bwa, la, band, late, hop)
     np.fill_diagonal(band, math.inf)
@@ -295,14 +338,14 @@ def _saf(n: int, aa: IntArray, bb: IntArray, bwa: FloatArray, la: FloatArray,
                 has = np.zeros((0, 0), np.bool_)  # every pair linked: nothing to look up
             lat_of = (_hop_tables(n, 1.0, float(la[0]), "widest")[1] if one_latency
                       else np.zeros(0))
-            _chunked(n, n * n // 2, lambda s0, s1: rk.saf_dense_rows(
-                s0, s1, winv, wlat, has, lat_of, band, late, hop))
+            _chunked(n, n * n // 2, lambda s0, s1, h: rk.saf_dense_rows(
+                s0, s1, winv, wlat, has, lat_of, band, late, h), hop)
             return
         del winv, wlat, has
     ptr, nbr, eid = rk.adjacency(n, aa, bb, np.arange(m, dtype=np.int64))
     fifo = _equal(la) and _equal(inv)
-    _chunked(n, m, lambda s0, s1: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late, hop,
-                                               fifo))
+    _chunked(n, m, lambda s0, s1, h: rk.saf_rows(s0, s1, ptr, nbr, eid, inv, la, band, late, h,
+                                                  fifo), hop)
 
 
 def _direct(n: int, aa: IntArray, bb: IntArray, bw: FloatArray, la: FloatArray
