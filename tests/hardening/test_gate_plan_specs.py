@@ -14,7 +14,6 @@ field.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
 import sys
@@ -142,21 +141,12 @@ def test_the_gate_refuses_kinds_it_does_not_know() -> None:
     assert gated_spec(5, "p.json", "x", model="zoo:bert-3") == "zoo:bert-3"
 
 
-def _bounds_merged() -> bool:
-    """Whether the model spec bounds of issue 30 item 3 are in (frontends or zoo limits)."""
-    return any(importlib.util.find_spec(name) is not None
-               for name in ("dnnpart.frontends.limits", "dnnpart.zoo.limits"))
-
-
 SIZE_SPECS = [
     pytest.param("zoo:synthetic:nodes=50000001", "graph", id="synthetic-nodes"),
     pytest.param("zoo:synthetic:nodes=10,edges=1000000001", "graph", id="synthetic-edges"),
-    pytest.param("zoo:synthetic:nodes=50000000", "graph", id="synthetic-50M",
-                 marks=pytest.mark.skipif(not _bounds_merged(), reason="bound of item 3 not merged")),
-    pytest.param("hf:gpt2:n_layer=1000000000", "model", id="hf-layers",
-                 marks=pytest.mark.skipif(not _bounds_merged(), reason="bound of item 3 not merged")),
-    pytest.param("hf:gpt2:n_layer=-1", "model", id="hf-negative",
-                 marks=pytest.mark.skipif(not _bounds_merged(), reason="bound of item 3 not merged")),
+    pytest.param("zoo:synthetic:nodes=50000000", "graph", id="synthetic-50M"),
+    pytest.param("hf:gpt2:n_layer=1000000000", "model", id="hf-layers"),
+    pytest.param("hf:gpt2:n_layer=-1", "model", id="hf-negative"),
 ]
 
 
