@@ -56,13 +56,17 @@ def cost_key_chain(name: str) -> tuple[str, ...]:
     (('matmul:nt@32', 'matmul:nt', 'matmul'), ('conv',))
     >>> cost_key_chain("conv:conv_strided@128")
     ('conv:conv_strided@128', 'conv:conv_strided', 'conv:conv@128', 'conv:conv', 'conv')
+    >>> cost_key_chain("elementwise:hardtanh_clamp")   # a variant is a suffix, not a substring
+    ('elementwise:hardtanh_clamp', 'elementwise')
     """
     out = [name]
     if "@" in name:
         out.append(name.partition("@")[0])
-    plain = next((name.replace(v, "", 1) for v in KIND_VARIANTS if v in name), None)
+    base, at, bucket = name.partition("@")
+    plain = next((base[: -len(v)] + at + bucket for v in KIND_VARIANTS if ":" in base and base.endswith(v)),
+                 None)
     if plain is not None:
-        out.extend(cost_key_chain(plain)[:-1] if ":" in plain else ())
+        out.extend(cost_key_chain(plain)[:-1])
     if ":" in name:
         out.append(class_of(name))
     return tuple(out)
