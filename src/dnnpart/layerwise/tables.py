@@ -62,9 +62,11 @@ class CostTables:
 
 
 def table_peak_bytes(layers: LayerGraph, devices: int) -> int:
-    """The largest working array :func:`build_tables` makes: one
-    edge's ``(C_producer, C_consumer, devices, devices, 4)`` int64 tile overlaps, from the
-    configuration counts alone (cheap: degree vectors, no tiles).
+    """Working memory of :func:`build_tables`' largest edge, from the configuration counts
+    alone (cheap: degree vectors, no tiles): 32 bytes per pair of tiles
+    (``C_producer x C_consumer x devices^2``), the float64 arrays over those pairs that
+    :func:`~dnnpart.layerwise.costs.transfer_costs` holds at once (volumes, seconds, a masked
+    copy) with room.
 
     Examples
     --------
