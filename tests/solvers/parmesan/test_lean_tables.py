@@ -71,3 +71,37 @@ def test_the_matching_bound_is_the_bottleneck_assignment(seed: int) -> None:
     best = min((max(table[s, d] for s, d in zip(vertex_stage, devices, strict=True))
                 for devices in itertools.permutations(range(d_n), len(vertex_stage))), default=np.inf)
     assert matching_bound(stages, table) == best
+
+
+def _allreduce_table_twin(stages, topo) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Eq. 9's table device by device: each device's column and row, sorted."""
+    from dnnpart.solvers.parmesan.cost import ring_weight
+
+    r_n, d_n = stages.replicas, topo.n_devices
+    table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
+    ring = ring_weight(stages)
+    for s in range(stages.n_stages):
+        if r_n < 2 or ring[s] == 0:
+            continue
+        pm = topo.pair_matrix(float(ring[s]), 2.0 * (r_n - 1))
+        for d in range(d_n):
+            a, b = pm[:, d].copy(), pm[d, :].copy()
+            a[d] = b[d] = np.inf
+            if r_n == 2:
+                table[s, d] += float(np.maximum(a, b).min())
+                continue
+            ea, fb = np.argsort(a, kind="stable")[:2], np.argsort(b, kind="stable")[:2]
+            table[s, d] += min(max(float(a[e]), float(b[f])) for e in ea for f in fb if e != f)
+    return table
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_allreduce_table_equals_its_device_by_device_twin(seed: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of devices (three here), one ``1 / B`` table for every stage without latency:
+    the same values as sorting each device's column and row, with and without latency."""
+    from dnnpart.solvers.parmesan import cost
+
+    monkeypatch.setattr(cost, "_NEIGHBOUR_BLOCK", 3)
+    stages, topo = random_instance(seed, max_devices=12)
+    assert np.array_equal(cost.allreduce_device_table(stages, topo), _allreduce_table_twin(stages, topo))

@@ -158,29 +158,75 @@ def p2p_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
 
 
 def allreduce_device_table(stages: PipelineStages, topo: Topology) -> FloatArray:
-    """``(S, D)``: ``c_u(s)`` plus Eq. 9's ``c_AR^min(s, d)``."""
+    """``(S, D)``: ``c_u(s)`` plus Eq. 9's ``c_AR^min(s, d)``.
+
+    A stage's ring terms cost ``k L + w / B`` over a link; without latency that is ``w`` times
+    the link's ``1 / B``, and the cheapest placement of a replica's two ring neighbours scales
+    with ``w`` (a max and a min of scaled values are the scaled max and min, rounding
+    included): one table of ``1 / B`` serves every stage. With latency, one per stage.
+    """
     r_n, d_n = stages.replicas, topo.n_devices
     table = np.tile(stages.compute[:, None], (1, d_n)).astype(np.float64)
     if r_n < 2:
         return table
     ring = ring_weight(stages)
+    unit = (ring_neighbour_cost(topo.inv_bandwidth, r_n)
+            if not topo.latency.any() and (ring > 0).any() else None)
     for s in range(stages.n_stages):
         if ring[s] == 0:
             continue
-        pm = topo.pair_matrix(float(ring[s]), 2.0 * (r_n - 1))
-        for d in range(d_n):
-            _stop_point()
-            a = pm[:, d].copy()  # previous replica -> d
-            b = pm[d, :].copy()  # d -> next replica
-            a[d] = np.inf
-            b[d] = np.inf
-            if r_n == 2:
-                table[s, d] += float(np.maximum(a, b).min())
-                continue
-            ea = np.argsort(a, kind="stable")[:2]
-            fb = np.argsort(b, kind="stable")[:2]
-            table[s, d] += min(max(float(a[e]), float(b[f])) for e in ea for f in fb if e != f)
+        _stop_point()
+        if unit is not None:
+            table[s] += float(ring[s]) * unit
+        else:
+            table[s] += ring_neighbour_cost(topo.pair_matrix(float(ring[s]), 2.0 * (r_n - 1)), r_n)
     return table
+
+
+#: Devices per block of :func:`ring_neighbour_cost` (two (block, D) arrays at once).
+_NEIGHBOUR_BLOCK = 256
+
+
+def ring_neighbour_cost(pm: FloatArray, r_n: int) -> FloatArray:
+    """Per device ``d``, the cheapest ring terms of a replica there: its previous replica on
+    ``e`` (``pm[e, d]``) and its next on ``f`` (``pm[d, f]``), ``e, f != d``, the larger of the
+    two; ``e != f`` unless ``R = 2`` (then one neighbour both ways). Over the two cheapest ``e``
+    and the two cheapest ``f`` (an optimal pair is among them), a block of devices at a time.
+
+    Examples
+    --------
+    >>> pm = np.array([[0.0, 1.0, 5.0], [2.0, 0.0, 3.0], [4.0, 6.0, 0.0]])
+    >>> ring_neighbour_cost(pm, 2).tolist()     # d = 0: e = f = 1, max(pm[1, 0], pm[0, 1])
+    [2.0, 2.0, 5.0]
+    >>> ring_neighbour_cost(pm, 3).tolist()     # d = 0: e = 2, f = 1: max(4, 1)
+    [4.0, 3.0, 4.0]
+    """
+    d_n = pm.shape[0]
+    out = np.empty(d_n)
+    for lo in range(0, d_n, _NEIGHBOUR_BLOCK):
+        _stop_point()
+        hi = min(d_n, lo + _NEIGHBOUR_BLOCK)
+        rows = np.arange(hi - lo)
+        a = pm[:, lo:hi].T.copy()  # a[i, e]: from e into device lo + i
+        b = pm[lo:hi, :].copy()  # b[i, f]: from device lo + i to f
+        a[rows, rows + lo] = np.inf
+        b[rows, rows + lo] = np.inf
+        if r_n == 2:
+            out[lo:hi] = np.maximum(a, b).min(axis=1)
+            continue
+        firsts = []
+        for m in (a, b):  # the two cheapest, ties to the lower index (a stable sort's first two)
+            i1 = m.argmin(axis=1)
+            v1 = m[rows, i1]
+            m[rows, i1] = np.inf
+            i2 = m.argmin(axis=1)
+            firsts.append(((i1, v1), (i2, m[rows, i2])))
+        best = np.full(hi - lo, np.inf)
+        for e, ae in firsts[0]:
+            for f, bf in firsts[1]:
+                np.minimum(best, np.where(e != f, np.maximum(ae, bf), np.inf), out=best)
+        out[lo:hi] = best
+    return out
 
 
 def device_table(stages: PipelineStages, topo: Topology, kind: Instantiation) -> FloatArray:
