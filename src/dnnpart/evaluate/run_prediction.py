@@ -67,8 +67,8 @@ from dnnpart.pricing.chain import (
     node_activation_bytes,
     positions_sum,
     stage_memory,
+    stage_parameter_bytes,
     stage_weights,
-    weight_readers,
 )
 from dnnpart.pricing.liveness import loss_inputs, value_bytes, working_set
 from dnnpart.pricing.loads import node_times
@@ -240,19 +240,6 @@ def run_loss_seconds(spec: Any, output_bytes: float) -> tuple[float, float]:
     t = device_time_s([w.flops for w in works], [w.bytes_moved for w in works],
                       [w.cost_key for w in works], spec, "fp32", [w.fresh_bytes for w in works])
     return float(t[0]), float(t[1])
-
-
-def stage_parameter_bytes(g: Any, position: Any, n_positions: int) -> list[list[float]]:
-    """Per position, the bytes of each parameter tensor a stage there holds (a tied one in
-    every stage that reads it): :func:`~dnnpart.pricing.chain.weight_readers`."""
-    _, size, readers = weight_readers(g)
-    pos = np.asarray(position, dtype=np.int64)
-    out: list[list[float]] = [[] for _ in range(n_positions)]
-    for nbytes, who in zip(size.tolist(), readers, strict=True):
-        if nbytes > 0:
-            for q in np.unique(pos[who]).tolist():
-                out[q].append(float(nbytes))
-    return out
 
 
 def accumulation_seconds(spec: Any, tensor_bytes: Sequence[float]) -> float:

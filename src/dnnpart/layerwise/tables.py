@@ -74,8 +74,12 @@ def table_peak_bytes(layers: LayerGraph, devices: int) -> int:
     >>> table_peak_bytes(alexnet(32 * 4), 4) < table_peak_bytes(alexnet(32 * 64), 64)
     True
     """
-    counts = [len(enumerate_degrees(layer.out_shape, parallel_dims(layer), devices))
-              for layer in layers.layers]
+    return _peak_bytes(layers, [len(enumerate_degrees(layer.out_shape, parallel_dims(layer), devices))
+                                for layer in layers.layers], devices)
+
+
+def _peak_bytes(layers: LayerGraph, counts: Sequence[int], devices: int) -> int:
+    """:func:`table_peak_bytes` from each layer's configuration count."""
     pairs = max((counts[p] * counts[j] for j, layer in enumerate(layers.layers) for p in layer.inputs),
                 default=0)
     return pairs * devices * devices * 4 * 8
@@ -84,7 +88,7 @@ def table_peak_bytes(layers: LayerGraph, devices: int) -> int:
 def check_table_size(layers: LayerGraph, devices: int) -> None:
     """Refuse cost tables whose working arrays would pass :data:`~dnnpart.limits.MAX_TABLE_BYTES`
     (128 devices on AlexNet: 2 GB for one edge, 97 s), before any is built; :func:`build_tables`
-    calls it when it enumerates the configuration spaces.
+    makes the same check on the configuration spaces it enumerates.
 
     Examples
     --------
@@ -94,8 +98,11 @@ def check_table_size(layers: LayerGraph, devices: int) -> None:
     ...
     dnnpart.errors.FormatError: --cluster: 128 devices: cost-table working memory estimated at 2.13 GB, ...
     """
-    check_estimate(table_peak_bytes(layers, devices), MAX_TABLE_BYTES, f"--cluster: {devices} devices",
-                   "cost-table working memory",
+    _check_peak(table_peak_bytes(layers, devices), devices)
+
+
+def _check_peak(peak: int, devices: int) -> None:
+    check_estimate(peak, MAX_TABLE_BYTES, f"--cluster: {devices} devices", "cost-table working memory",
                    "OptCNN's tables grow with the square of the devices and their configurations; "
                    "use fewer devices")
 
@@ -119,8 +126,9 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     if bandwidth.shape != (devices, devices):
         raise UsageError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
     if spaces is None:
-        check_table_size(graph, devices)  # before any table is built
         spaces = tuple(config_space(layer, devices) for layer in graph.layers)
+        # check_table_size on the spaces' own counts, before any table is built
+        _check_peak(_peak_bytes(graph, [len(s) for s in spaces], devices), devices)
     spaces = tuple(spaces)
     if len(spaces) != len(graph.layers):
         raise UsageError(f"{len(spaces)} configuration spaces for {len(graph.layers)} layers")

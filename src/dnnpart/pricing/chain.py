@@ -85,6 +85,7 @@ __all__ = [
     "per_microbatch",
     "positions_sum",
     "stage_memory",
+    "stage_parameter_bytes",
     "stage_weights",
     "weight_readers",
 ]
@@ -312,11 +313,20 @@ def stage_memory(*, weights: Any, activations: Any, inputs: Any, stage: int, n_s
 
 def stage_weights(g: Graph, position: npt.ArrayLike, n_positions: int) -> FloatArray:
     """Weight bytes per position: every weight counted in each position holding or reading it."""
-    pos = np.asarray(position, dtype=np.int64)
-    out = np.zeros(n_positions)
+    return np.array([sum(sizes) for sizes in stage_parameter_bytes(g, position, n_positions)],
+                    dtype=np.float64)
+
+
+def stage_parameter_bytes(g: Graph, position: npt.ArrayLike, n_positions: int) -> list[list[float]]:
+    """Per position, the bytes of each parameter tensor a stage there holds (a tied one in
+    every stage that reads it): :func:`weight_readers`."""
     _, size, readers = weight_readers(g)
+    pos = np.asarray(position, dtype=np.int64)
+    out: list[list[float]] = [[] for _ in range(n_positions)]
     for nbytes, who in zip(size.tolist(), readers, strict=True):
-        out[np.unique(pos[who])] += nbytes
+        if nbytes > 0:
+            for q in np.unique(pos[who]).tolist():
+                out[q].append(float(nbytes))
     return out
 
 
