@@ -36,7 +36,9 @@ and how well (each class's fit error, the link's samples), and every timed opera
 (``samples``: the data behind the fits).
 
 Repeats adapt to the case: enough passes for about ``target_s`` seconds of timing, between
-``min_repeats`` and ``max_repeats`` (``--quick``: two sizes per case, two or three passes).
+``min_repeats`` and ``max_repeats`` per sweep, in three sweeps over all the cases, an
+operator's time the median of its sweeps (:func:`_measure_ops`; ``--quick``: two sizes per
+case, one sweep of two or three passes).
 """
 
 from __future__ import annotations
@@ -87,16 +89,18 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """How long each case is timed: repeats between ``min_repeats`` and ``max_repeats``,
-    aiming at ``target_s`` seconds per case and size."""
+    """How long each case is timed: ``passes`` sweeps over every case and size, each timing
+    between ``min_repeats`` and ``max_repeats`` repeats, aiming at ``target_s`` seconds per
+    case and size in all."""
 
     target_s: float
     min_repeats: int
     max_repeats: int
+    passes: int = 1
 
     @classmethod
     def for_run(cls, quick: bool) -> Budget:
-        return cls(0.02, 2, 3) if quick else cls(1.0, 5, 25)
+        return cls(0.02, 2, 3) if quick else cls(1.0, 2, 9, passes=3)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,47 +287,85 @@ def calibrate(
 
 def _measure_ops(torch: Any, device: str, quick: bool,
                  progress: ProgressFactory | None) -> tuple[list[Sample], list[str]]:
-    from torch.fx.experimental.proxy_tensor import make_fx
+    """Every case's operators, timed in :attr:`Budget.passes` sweeps over all the cases
+    (alternate sweeps in reverse order); an operator's time is its median over the sweeps.
 
-    from dnnpart.cost.ops import aten_op_name, operator_work
-    from dnnpart.frontends.export_import import aten_spec, tensor_vals
-    from dnnpart.frontends.profiling import time_fx_nodes
+    Why sweeps: this machine's speed drifts over tens of seconds (a shared VM), and one sweep
+    times each operator class within a few seconds of each other, so a slow spell moved a
+    whole class; the median of sweeps tens of seconds apart drops one slow spell.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
 
     budget = Budget.for_run(quick)
     sync = torch.cuda.synchronize if device == "cuda" else None
+    traced: dict[tuple[int, tuple[int, ...]], tuple[Any, dict[str, tuple[int, ...]]]] = {}
+    times: dict[tuple[int, tuple[int, ...]], list[dict[str, float]]] = defaultdict(list)
+    launches: dict[tuple[int, tuple[int, ...]], list[dict[str, float]]] = defaultdict(list)
+    order = list(enumerate(CASES))
+    for sweep in range(budget.passes):
+        for i, case in order if sweep % 2 == 0 else order[::-1]:
+            sizes = case_sizes(case, quick)
+            what = f"timing {case.name} ({case.op_class}, case {i + 1} of {len(CASES)})"
+            if budget.passes > 1:
+                what += f", sweep {sweep + 1} of {budget.passes}"
+            with phase(progress, what) as rep:
+                for j, size in enumerate(sizes):
+                    if rep is not None:
+                        rep.update(f"size {'x'.join(map(str, size))}", j / len(sizes))
+                    fn, inputs, params = case.build(size, device)
+                    key = (i, tuple(size))
+                    if key not in traced:
+                        gm = make_fx(fn, tracing_mode="fake")(*inputs)
+                        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+                        traced[key] = gm, {names[k]: tuple(int(d) for d in inputs[k].shape)
+                                           for k in params}
+                    host: dict[str, float] = {}
+                    times[key].append(_time_case(traced[key][0], inputs, budget, sync, host))
+                    launches[key].append(host)
+    return _case_samples(traced, times, launches)
+
+
+def _time_case(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any,
+               host: dict[str, float]) -> dict[str, float]:
+    from dnnpart.frontends.profiling import time_fx_nodes
+
+    repeats = _repeats(gm, inputs, budget, sync)
+    return time_fx_nodes(gm, inputs, repeats=repeats, warmup=1, sync=sync, host=host)
+
+
+def _case_samples(
+    traced: dict[tuple[int, tuple[int, ...]], tuple[Any, dict[str, tuple[int, ...]]]],
+    times: dict[tuple[int, tuple[int, ...]], list[dict[str, float]]],
+    launches: dict[tuple[int, tuple[int, ...]], list[dict[str, float]]],
+) -> tuple[list[Sample], list[str]]:
+    """One sample per timed operator: its median ms over the sweeps, priced by the capture's
+    formula."""
+    from dnnpart.cost.ops import aten_op_name, operator_work
+    from dnnpart.frontends.export_import import aten_spec, tensor_vals
+
     samples: list[Sample] = []
     skipped: set[str] = set()
-    host: dict[str, float] = {}
-    for i, case in enumerate(CASES):
-        sizes = case_sizes(case, quick)
-        with phase(progress, f"timing {case.name} ({case.op_class}, case {i + 1} of {len(CASES)})") as rep:
-            for j, size in enumerate(sizes):
-                if rep is not None:
-                    rep.update(f"size {'x'.join(map(str, size))}", j / len(sizes))
-                fn, inputs, params = case.build(size, device)
-                gm = make_fx(fn, tracing_mode="fake")(*inputs)
-                placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-                const_shape = {placeholders[k].name: tuple(int(d) for d in inputs[k].shape) for k in params}
-                repeats = _repeats(gm, inputs, budget, sync)
-                host.clear()
-                times = time_fx_nodes(gm, inputs, repeats=repeats, warmup=1, sync=sync, host=host)
-                for node in gm.graph.nodes:
-                    if node.op != "call_function" or node.name not in times:
-                        continue
-                    source = aten_op_name(node.target)
-                    work = operator_work(aten_spec(node, source, tensor_vals(node), const_shape))
-                    if not work.known or not work.op_class:
-                        skipped.add(source)
-                        continue
-                    launch = host[node.name] / 1e3 if node.name in host else None
-                    samples.append(Sample(work.op_class, f"{case.name}:{source}", work.flops,
-                                          work.bytes_moved, times[node.name] / 1e3, work.cost_key,
-                                          host_seconds=launch))
+    for (i, size), (gm, const_shape) in traced.items():
+        case = CASES[i]
+        for node in gm.graph.nodes:
+            ms = [t[node.name] for t in times[(i, size)] if node.name in t]
+            if node.op != "call_function" or not ms:
+                continue
+            source = aten_op_name(node.target)
+            work = operator_work(aten_spec(node, source, tensor_vals(node), const_shape))
+            if not work.known or not work.op_class:
+                skipped.add(source)
+                continue
+            host = [h[node.name] for h in launches[(i, size)] if node.name in h]
+            launch = statistics.median(host) / 1e3 if host else None
+            samples.append(Sample(work.op_class, f"{case.name}:{source}", work.flops,
+                                  work.bytes_moved, statistics.median(ms) / 1e3, work.cost_key,
+                                  host_seconds=launch))
     return samples, sorted(skipped)
 
 
 def _repeats(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any) -> int:
-    """Passes to time: one untimed pass measures how long a pass takes."""
+    """Repeats to time in one sweep: one untimed pass measures how long a pass takes."""
     import torch
 
     start = time.perf_counter()
@@ -332,7 +374,7 @@ def _repeats(gm: Any, inputs: tuple[Any, ...], budget: Budget, sync: Any) -> int
     if sync is not None:
         sync()
     seconds = time.perf_counter() - start
-    wanted = int(budget.target_s / max(seconds, 1e-9))
+    wanted = int(budget.target_s / budget.passes / max(seconds, 1e-9))
     return max(budget.min_repeats, min(budget.max_repeats, wanted))
 
 
