@@ -29,7 +29,8 @@ def test_quick_reproduction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert "ours vs paper's, ms:" in row or "completed optimally" in row, row
     report = (tmp_path / "report.md").read_text()
     for check in ("VGG-16/4 GPUs: sample degree 4", "FC1, FC2 sample 1", "0.95x data parallelism",
-                  "layer-wise t_O <= min(data, model, OWT)", "replay within 10%", "reduces to K = 2"):
+                  "layer-wise t_O <= min(data, model, OWT)", "replay within 10%", "reduces to K = 2",
+                  "direction comes from t_X's accounting"):
         lines = [line for line in report.splitlines() if check in line]
         assert lines and all(line.endswith("holds") or "holds (" in line for line in lines), lines
     figures = (tmp_path / "figures7_8.md").read_text()

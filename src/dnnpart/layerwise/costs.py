@@ -28,11 +28,22 @@ Choices where the paper is silent (also in ``docs/methods/optcnn.md``, each test
   tile (lowest tile index). Every other replica sends its gradient slice to the server and
   receives the new parameters back, one after the other; slices synchronise in parallel, so
   t_S is the slowest slice. One replica: 0.
+* **Link accounting** (:data:`TRANSFER_MODELS`): the paper's t_X is "the time to transfer the
+  input tensors to the target devices, using the size of the data to be moved and the known
+  communication bandwidth", which fits two readings. ``"links"`` (the default, above):
+  devices receive in parallel, each over its own links -- what NVLink pairs and separate
+  PCIe lanes do. ``"serial"``: every transfer of an edge (and every slice of a
+  synchronisation) one after the other, ``t_X = sum_{s,t} V[s,t]*B/bw[s->t] + the same
+  backward``, t_S the sum over slices -- a shared bus, and the reading under which a time
+  optimum is a byte optimum (uniform links). Kept as an ablation: the paper's Fig. 8 (layer-
+  wise moves fewer bytes than OWT) depends on it (``dnnpart reproduce optcnn2018``).
 """
 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +54,8 @@ from dnnpart.layerwise.configs import ConfigSpace
 from dnnpart.layerwise.layers import LayerSpec
 
 __all__ = [
-    "BYTES_PER_ELEMENT", "backward_factor", "compute_time", "edge_read_volume", "input_region",
-    "inverse_bandwidth",
+    "BYTES_PER_ELEMENT", "TRANSFER_MODELS", "backward_factor", "compute_time", "edge_read_volume",
+    "input_region", "inverse_bandwidth",
     "read_volume", "sync_bytes", "sync_time", "tile_forward_times", "transfer_costs", "transfer_time",
 ]
 
@@ -53,6 +64,14 @@ FloatArray = npt.NDArray[np.float64]
 
 #: FP32 tensors and parameters.
 BYTES_PER_ELEMENT = 4
+#: How transfers over several links add up (module docstring): in parallel per receiver, or
+#: all one after the other.
+TRANSFER_MODELS = ("links", "serial")
+
+
+def _check_transfers(transfers: str) -> None:
+    if transfers not in TRANSFER_MODELS:
+        raise UsageError(f"transfers must be one of {', '.join(TRANSFER_MODELS)}, got {transfers!r}")
 
 
 def input_region(consumer: LayerSpec, k: int, lo: IntArray, hi: IntArray) -> tuple[IntArray, IntArray]:
@@ -229,10 +248,11 @@ def _gather_inv(inv_bw: FloatArray, src: IntArray, dst: IntArray) -> FloatArray:
 
 
 def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace,
-                   bandwidth: FloatArray) -> tuple[FloatArray, FloatArray]:
+                   bandwidth: FloatArray, *, transfers: str = "links") -> tuple[FloatArray, FloatArray]:
     """t_X and bytes moved (forward plus backward) of the edge into input ``k`` of ``consumer``.
 
-    Both are ``(C_producer, C_consumer)`` tables; see :func:`transfer_time`.
+    Both are ``(C_producer, C_consumer)`` tables; see :func:`transfer_time`. ``transfers``:
+    how the transfers add up (:data:`TRANSFER_MODELS`).
 
     Examples
     --------
@@ -245,16 +265,26 @@ def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Con
     >>> i, j = a.index((1, 1, 1, 1)), b.index((2, 1, 1, 1))
     >>> float(moved[i, j]), float(t[i, j])   # half the 4x28x28 input, there and back
     (12544.0, 6272.0)
+
+    Samples split, rows needed split: each device receives from the other. Serial accounting
+    adds what the two receivers got in parallel:
+
+    >>> i, j = a.index((2, 1, 1, 1)), b.index((1, 1, 2, 1))
+    >>> [float(transfer_costs(a, g.layers[1], 0, b, uniform_bandwidth(2, 2.0), transfers=m)[0][i, j])
+    ...  for m in TRANSFER_MODELS]
+    [3584.0, 7168.0]
     """
+    _check_transfers(transfers)
     inv = inverse_bandwidth(bandwidth)
     bytes_ = _edge_volume(producer, consumer, k, cons) * BYTES_PER_ELEMENT  # (Ci, Cj, Ts, Tt)
     src = producer.device[:, None, :, None]
     dst = cons.device[None, :, None, :]
     seconds = bytes_ * _gather_inv(inv, src, dst)
-    fwd = seconds.sum(axis=2).max(axis=2)
+    serial = transfers == "serial"
+    fwd = seconds.sum(axis=(2, 3)) if serial else seconds.sum(axis=2).max(axis=2)
     if not np.array_equal(inv, inv.T):  # else the way back costs the same
         seconds = bytes_ * _gather_inv(inv, dst, src)
-    bwd = seconds.sum(axis=3).max(axis=2)
+    bwd = seconds.sum(axis=(2, 3)) if serial else seconds.sum(axis=3).max(axis=2)
     moved = 2.0 * np.where(src != dst, bytes_, 0.0).sum(axis=(2, 3))
     return fwd + bwd, moved
 
@@ -385,8 +415,10 @@ def sync_bytes(layer: LayerSpec, space: ConfigSpace) -> FloatArray:
     return out
 
 
-def sync_time(layer: LayerSpec, space: ConfigSpace, bandwidth: FloatArray) -> FloatArray:
-    """t_S of every configuration under the parameter-server rule (module docstring).
+def sync_time(layer: LayerSpec, space: ConfigSpace, bandwidth: FloatArray, *,
+              transfers: str = "links") -> FloatArray:
+    """t_S of every configuration under the parameter-server rule (module docstring): the
+    slowest slice, or with ``transfers="serial"`` all slices one after the other.
 
     Examples
     --------
@@ -399,10 +431,12 @@ def sync_time(layer: LayerSpec, space: ConfigSpace, bandwidth: FloatArray) -> Fl
     >>> float(t[space.index((1, 2, 1, 1))]), round(float(t[space.index((2, 1, 1, 1))]), 6)
     (0.0, 0.032776)
     """
+    _check_transfers(transfers)
     out = np.zeros(len(space), dtype=np.float64)
     if layer.params == 0:
         return out
     inv = inverse_bandwidth(bandwidth)
+    combine: Callable[[float, float], float] = operator.add if transfers == "serial" else max
     for i, deg in enumerate(space.degrees):
         c = int(deg[1])
         if int(np.prod(deg)) == c:
@@ -415,6 +449,6 @@ def sync_time(layer: LayerSpec, space: ConfigSpace, bandwidth: FloatArray) -> Fl
         for lo_c in np.unique(chan):
             group = dev[chan == lo_c]          # tile order: the first one is the server
             server, replicas = group[0], group[1:]
-            worst = max(worst, float(slice_bytes * (inv[replicas, server] + inv[server, replicas]).sum()))
+            worst = combine(worst, float(slice_bytes * (inv[replicas, server] + inv[server, replicas]).sum()))
         out[i] = worst
     return out

@@ -108,11 +108,13 @@ def _check_peak(peak: int, devices: int) -> None:
 
 
 def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray, *,
-                 spaces: Sequence[ConfigSpace] | None = None) -> CostTables:
+                 spaces: Sequence[ConfigSpace] | None = None, transfers: str = "links") -> CostTables:
     """Configuration spaces and all cost tables of ``graph`` on ``devices`` devices.
 
     ``spaces`` (one per layer) replaces the enumerated configuration spaces, e.g. one stored
-    configuration per layer (:func:`~dnnpart.layerwise.strategy.strategy_tables`).
+    configuration per layer (:func:`~dnnpart.layerwise.strategy.strategy_tables`);
+    ``transfers`` is t_X's and t_S's link accounting
+    (:data:`~dnnpart.layerwise.costs.TRANSFER_MODELS`).
 
     Examples
     --------
@@ -133,7 +135,8 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     if len(spaces) != len(graph.layers):
         raise UsageError(f"{len(spaces)} configuration spaces for {len(graph.layers)} layers")
     t_c = tuple(compute_time(layer, s, device) for layer, s in zip(graph.layers, spaces, strict=True))
-    t_s = tuple(sync_time(layer, s, bandwidth) for layer, s in zip(graph.layers, spaces, strict=True))
+    t_s = tuple(sync_time(layer, s, bandwidth, transfers=transfers)
+                for layer, s in zip(graph.layers, spaces, strict=True))
     s_bytes = tuple(sync_bytes(layer, s) for layer, s in zip(graph.layers, spaces, strict=True))
     edges: list[tuple[int, int]] = []
     t_x: list[FloatArray] = []
@@ -141,7 +144,7 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     for j, layer in enumerate(graph.layers):
         for k, p in enumerate(layer.inputs):
             edges.append((p, j))
-            time_table, moved = transfer_costs(spaces[p], layer, k, spaces[j], bandwidth)
+            time_table, moved = transfer_costs(spaces[p], layer, k, spaces[j], bandwidth, transfers=transfers)
             t_x.append(time_table)
             x_bytes.append(moved)
     return CostTables(graph, spaces, t_c, t_s, tuple(edges), tuple(t_x), s_bytes, tuple(x_bytes))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dnnpart.devices.specs import DeviceSpec
+from dnnpart.errors import UsageError
 from dnnpart.layerwise.configs import config_space
 from dnnpart.layerwise.costs import (
     BYTES_PER_ELEMENT,
@@ -57,8 +58,9 @@ def reads(layer: LayerSpec, k: int, voxel: tuple[int, int, int, int], in_shape: 
 
 
 def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray,
-                   bw: np.ndarray) -> tuple[float, float]:
-    """(t_X, bytes moved both ways) by voxel counting."""
+                   bw: np.ndarray, serial: bool = False) -> tuple[float, float]:
+    """(t_X, bytes moved both ways) by voxel counting; ``serial``: every transfer one after
+    the other instead of receivers in parallel."""
     in_shape = layer.in_shapes[k]
     own_p = owner(in_shape, pdeg)
     own_c = owner(layer.out_shape, cdeg)
@@ -70,8 +72,9 @@ def brute_transfer(layer: LayerSpec, k: int, pdeg: np.ndarray, cdeg: np.ndarray,
             needed[own_c[voxel]][sel] = True
     vol = np.array([[np.count_nonzero(needed[dv] & (own_p == du)) for dv in range(d)] for du in range(d)])
     b = BYTES_PER_ELEMENT
-    fwd = max(sum(vol[du, dv] * b / bw[du, dv] for du in range(d) if du != dv) for dv in range(d))
-    bwd = max(sum(vol[du, dv] * b / bw[dv, du] for dv in range(d) if du != dv) for du in range(d))
+    into = [sum(vol[du, dv] * b / bw[du, dv] for du in range(d) if du != dv) for dv in range(d)]
+    back = [sum(vol[du, dv] * b / bw[dv, du] for dv in range(d) if du != dv) for du in range(d)]
+    fwd, bwd = (sum(into), sum(back)) if serial else (max(into), max(back))
     moved = 2 * b * sum(int(vol[du, dv]) for du in range(d) for dv in range(d) if du != dv)
     return float(fwd + bwd), float(moved)
 
@@ -137,11 +140,15 @@ def test_transfer_equals_voxel_counting(direct_pairs: int, monkeypatch: pytest.M
         pspace, cspace = config_space(producer, d), config_space(layer, d)
         table, moved = transfer_costs(pspace, layer, k, cspace, bw)
         assert np.array_equal(table, transfer_time(pspace, layer, k, cspace, bw))
+        serial, moved_serial = transfer_costs(pspace, layer, k, cspace, bw, transfers="serial")
+        assert np.array_equal(moved_serial, moved)  # the accounting moves no other bytes
         for _ in range(2):
             i, j = int(rng.integers(len(pspace))), int(rng.integers(len(cspace)))
             expected, expected_bytes = brute_transfer(layer, k, pspace.degrees[i], cspace.degrees[j], bw)
             assert table[i, j] == pytest.approx(expected, rel=1e-12, abs=1e-15), (layer, k, i, j)
             assert moved[i, j] == expected_bytes
+            one_by_one, _ = brute_transfer(layer, k, pspace.degrees[i], cspace.degrees[j], bw, serial=True)
+            assert serial[i, j] == pytest.approx(one_by_one, rel=1e-12, abs=1e-15), (layer, k, i, j)
             cases += 1
         seen.add(layer.op)
     kinds_seen = len(seen)
@@ -225,6 +232,10 @@ def test_sync_time_parameter_server_on_first_replica() -> None:
     half = full / 2
     expected = max(2 * half / 1.0, 2 * half / 1e-3)
     assert t[space.index((2, 2, 1, 1))] == pytest.approx(expected)
+    # serial accounting: the two slices one after the other
+    serial = sync_time(fc, space, bw, transfers="serial")
+    assert serial[space.index((2, 2, 1, 1))] == pytest.approx(2 * half / 1.0 + 2 * half / 1e-3)
+    assert serial[space.index((4, 1, 1, 1))] == t[space.index((4, 1, 1, 1))]  # one slice: the same
     moved = sync_bytes(fc, space)
     assert moved[space.index((1, 4, 1, 1))] == 0.0
     assert moved[space.index((4, 1, 1, 1))] == 3 * 2 * full
@@ -263,3 +274,34 @@ def test_distinct_rows_give_back_every_element(top: int) -> None:
     for c, r in zip(cols, rows, strict=True):
         assert np.array_equal(r[of], c)
     assert len(rows[0]) == len({tuple(int(c[i, j]) for c in cols) for i in range(5) for j in range(7)})
+
+
+def test_unknown_transfer_accounting_is_refused() -> None:
+    fc = _fc()
+    with pytest.raises(UsageError, match="transfers must be one of links, serial"):
+        sync_time(fc, config_space(fc, 2), np.ones((2, 2)), transfers="bus")
+
+
+@pytest.mark.parametrize("model,devices", [("alexnet", 4), ("vgg16", 4), ("lenet5", 8)])
+def test_serial_accounting_on_uniform_links_makes_time_a_byte_count(model: str, devices: int) -> None:
+    """With every transfer one after the other over links of one bandwidth ``b`` and compute
+    taken out, ``t_O`` is bytes per step over ``b``, so Algorithm 1's optimum moves no more
+    bytes than data, model or OWT parallelism -- the premise of the paper's Fig. 8, which
+    the default accounting (receivers in parallel) does not give (``docs/methods/optcnn.md``)."""
+    import dataclasses
+
+    from dnnpart.layerwise.hardware import P100
+    from dnnpart.layerwise.models import build_model
+    from dnnpart.layerwise.tables import build_tables, communication_bytes, iteration_time
+    from dnnpart.solvers.optcnn.baselines import data_parallel, model_parallel, owt
+    from dnnpart.solvers.optcnn.search import optimize_tables
+
+    b = 1e10
+    tables = build_tables(build_model(model, 32 * devices), devices, P100,
+                          uniform_bandwidth(devices, b), transfers="serial")
+    tables = dataclasses.replace(tables, t_c=tuple(np.zeros_like(c) for c in tables.t_c))
+    best = optimize_tables(tables).strategy
+    assert iteration_time(tables, best) == pytest.approx(communication_bytes(tables, best) / b, rel=1e-9)
+    moved = communication_bytes(tables, best)
+    for baseline in (data_parallel, model_parallel, owt):
+        assert moved <= communication_bytes(tables, baseline(tables)) * (1 + 1e-9), baseline.__name__
