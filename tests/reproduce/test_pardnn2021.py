@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 
 def test_quick_reproduce_writes_all_four_artefacts(tmp_path: Path) -> None:
     from dnnpart.cli.main import main
@@ -55,6 +57,35 @@ def test_batch_scaling_scales_activations_not_parameters() -> None:
     assert np.allclose(h.edge_bytes[~from_res], 4 * g.edge_bytes[~from_res])
     assert np.allclose(h.edge_bytes[from_res], g.edge_bytes[from_res])
     assert np.allclose(h.compute_time, 4 * g.compute_time)
+
+
+@pytest.mark.parametrize("spec", ["zoo:word-rnn:layers=2,hidden=48,seq=5,vocab=37",
+                                  "zoo:wide-resnet:depth=10,widen=2"])
+def test_batch_free_outputs_are_those_a_bigger_capture_leaves_alone(spec: str) -> None:
+    """The oracle is a second capture at twice the batch: every output :func:`batch_free`
+    flags has the same size there, and the outputs it misses that keep their size hold
+    under 1% of those bytes; the scaled graph's outputs then match the bigger capture's
+    (those flagged and those that double)."""
+    import numpy as np
+
+    from dnnpart.graph import RESIDUAL
+    from dnnpart.reproduce.pardnn2021 import batch_free, scale_batch
+    from dnnpart.workflow import load_problem
+
+    pytest.importorskip("torch")
+    small, big = (load_problem(f"{spec},batch={b}").graph for b in (3, 6))
+    assert small.names == big.names
+    normal = small.memory_classes() != RESIDUAL
+    out, out_big = small.node_output_bytes(), big.node_output_bytes()
+    same = normal & np.isclose(out, out_big)
+    flagged = batch_free(small)
+    assert flagged.any() and not (flagged & ~same).any()
+    assert out[same & ~flagged].sum() <= 0.01 * out[same].sum()
+    doubled = normal & np.isclose(2 * out, out_big)
+    scaled = scale_batch(small, 2.0).node_output_bytes()
+    assert np.allclose(scaled[flagged | doubled], out_big[flagged | doubled])
+    every = scale_batch(small, 2.0, by_shape=False).node_output_bytes()
+    assert np.allclose(every[normal], 2 * out[normal])  # the ablation
 
 
 def test_largest_factor_brackets_a_monotone_threshold() -> None:
