@@ -112,3 +112,23 @@ def test_bottleneck_names_the_module_and_the_cli_prints_it(tmp_path) -> None:
     assert "is one operator, `2`" in proc.stderr and "the bound 9 is one operator's time" in proc.stderr
     # every bound says what it bounds
     assert "dp: optimal among contiguous splits" in proc.stdout
+
+
+def test_a_makespan_problem_sums_only_what_lives_all_run() -> None:
+    """Under the makespan objective activations are freed, so their sum binds no plan (a chain
+    of 2 GB activations runs on two 2.5 GB devices); the residual bytes (held
+    all run) still add up, and the line says that is what they are."""
+    from dnnpart.graph import NORMAL, RESIDUAL
+    from dnnpart.problem import Objective
+
+    p = chain_problem([1.0] * 4, n_accelerators=2, memory_bytes=2.5e9)
+    p = dataclasses.replace(p, objective=Objective(kind="makespan"))
+    big = np.full(4, 2e9)
+    normal = dataclasses.replace(p.graph, memory_bytes=big, memory_class=np.full(4, NORMAL, np.int8))
+    assert binding_constraint(dataclasses.replace(p, graph=normal)) is None
+    resident = dataclasses.replace(normal, memory_class=np.full(4, RESIDUAL, np.int8))
+    why = binding_constraint(dataclasses.replace(p, graph=resident))
+    assert why is not None and why.startswith("its parameters and optimizer state") and "8 GB" in why
+    # paper 1's throughput: every operator's bytes count all run, so the sum binds
+    additive = dataclasses.replace(p, graph=normal, objective=Objective(kind="throughput"))
+    assert "the model needs 8 GB in all" in (binding_constraint(additive) or "")

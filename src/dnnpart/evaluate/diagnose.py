@@ -2,7 +2,8 @@
 
 * :func:`binding_constraint`: why no plan fits -- an operator no device of the cluster runs
   (:func:`unrunnable_node`), else the largest single operator against the largest
-  accelerator, else the whole model against all accelerators together;
+  accelerator, else the whole model against all accelerators together (with objectives whose
+  memory is freed over time, the bytes held all run: the residual ones);
 * :func:`why_infeasible`: the line above, else the first constraint the plan a heuristic
   found breaks (a method that returns its best plan though it breaks memory);
 * :func:`host_offload`: a plan that runs operators on a host CPU (slow; usually a sign the
@@ -16,8 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from dnnpart._arrays import unique_ints
+from dnnpart.graph import RESIDUAL
 from dnnpart.plan import Plan
-from dnnpart.problem import Problem
+from dnnpart.problem import LATENCY, THROUGHPUT, Problem
+
+#: Objectives whose memory model charges each operator's bytes for the whole run (paper 1),
+#: so the sum over operators is what every plan needs; the others free activations.
+ADDITIVE_MEMORY = (THROUGHPUT, LATENCY)
 
 
 def _gb(x: float) -> str:
@@ -51,9 +57,13 @@ def binding_constraint(problem: Problem) -> str | None:
     v = int(need.argmax())
     if need[v] > largest:
         return f"{g.names[v]!r} needs {_gb(float(need[v]))}, the largest accelerator has {_gb(largest)}"
-    total = float(need.sum())
+    if problem.objective.kind in ADDITIVE_MEMORY:
+        total, what = float(need.sum()), "the model needs"
+    else:  # memory over lifetimes: only what lives all run adds up on every plan
+        total = float(need[g.memory_classes() == RESIDUAL].sum())
+        what = "its parameters and optimizer state (held all run) need"
     if total > float(cap.sum()):
-        return (f"the model needs {_gb(total)} in all, the {len(accs)} accelerators hold "
+        return (f"{what} {_gb(total)} in all, the {len(accs)} accelerators hold "
                 f"{_gb(float(cap.sum()))} together")
     return None
 
