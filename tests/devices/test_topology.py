@@ -369,3 +369,27 @@ def test_direct_routing_keeps_each_pairs_own_link():
     assert np.all(widest.bandwidth >= c.bandwidth) and np.any(widest.bandwidth > c.bandwidth)
     with pytest.raises(ValueError, match="disconnected"):
         resolve_cluster("mesh2d:x=3,y=3,routing=direct")
+
+
+def test_dgx1_machines_on_a_network_and_dgx2():
+    """Parmesan's systems: DGX-1 machines whose GPUs keep the cube-mesh inside and meet over
+    the network outside, each machine one group (a hierarchy); PARDNN's DGX-2: 16 GPUs, one
+    NVSwitch rate between every pair."""
+    one = generate("dgx1", {})
+    c = generate("dgx1", {"nodes": "3", "inter": "5e9", "inter_latency": "1e-5"})
+    assert c.n_devices == 24 and c.group.tolist() == [i // 8 for i in range(24)]
+    assert c.is_hierarchical and not one.is_hierarchical
+    for m in range(3):
+        inside = slice(8 * m, 8 * m + 8)
+        assert np.array_equal(c.bandwidth[inside, inside], one.bandwidth)
+    across = c.group[:, None] != c.group[None, :]
+    assert np.all(c.bandwidth[across] == 5e9) and np.all(c.latency[across] == 1e-5)
+    assert len(c.links) == 3 * len(one.links) + (24 * 23 // 2 - 3 * 28)
+    routed = generate("dgx1", {"nodes": "2", "routed": "1"})
+    assert routed.routed and routed.n_devices == 16
+    with pytest.raises(FormatError, match="devices exceed"):
+        resolve_cluster("dgx1:nodes=600")
+    d = generate("dgx2", {})
+    off = ~np.eye(16, dtype=bool)
+    assert d.n_devices == 16 and np.all(d.bandwidth[off] == 150e9)
+    assert all(dev.memory_bytes == 32e9 for dev in d.devices) and len(d.links) == 120

@@ -16,6 +16,10 @@ Generators (``GENERATOR:key=value,...`` on the command line, :func:`generate`), 
   per brick and direction; pairs with two bricks get 48 GB/s, with one 24 GB/s, the others talk
   over PCIe 3 x16 / QPI (``pcie``, 15.75 GB/s). DGX-1 does not forward NVLink traffic through a
   third GPU, so its matrix is the direct-link table (given, not routed; ``routed=1`` routes it).
+  ``nodes`` such machines (Parmesan's systems) are joined pairwise by ``inter`` links
+  (100 Gb/s by default: its text says Ethernet, not how fast), ``group`` = machine.
+* ``dgx2`` -- NVIDIA DGX-2: 16 V100 32 GB on NVSwitch, 150 GB/s between every pair (PARDNN's
+  machine).
 * ``mesh2d``, ``torus2d``, ``mesh3d``, ``torus3d`` -- grid links between axis neighbours
   (``x``, ``y``, ``z`` devices per axis), wrap-around links for the tori (an axis of length 2
   has one link, not two).
@@ -49,6 +53,8 @@ IntArray = npt.NDArray[np.int64]
 
 #: One NVLink 2.0 brick, bytes/s per direction (V100: 25 GB/s signalling, ~24 usable).
 NVLINK2_BRICK = 24e9
+#: 100 Gb/s Ethernet or InfiniBand EDR, bytes/s (the links preset ``network-100g``).
+NETWORK_100G = 12.5e9
 #: V100 memory of the DGX-1 (V100) (16 GB; a 32 GB variant exists: ``memory=32e9``).
 V100_MEMORY = 16e9
 
@@ -140,8 +146,12 @@ def two_level(*, nodes: int = 2, gpus: int = 4, intra: float = 150e9, inter: flo
 
 def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
          pcie: float = PCIE3_X16_BANDWIDTH, latency: float = 0.0, routed: int = 0,
-         routing: str = "") -> Cluster:
-    """DGX-1 (V100) hybrid cube-mesh: 8 GPUs, NVLink where wired, PCIe elsewhere.
+         routing: str = "", nodes: int = 1, inter: float = NETWORK_100G,
+         inter_latency: float = 0.0) -> Cluster:
+    """DGX-1 (V100) hybrid cube-mesh: 8 GPUs, NVLink where wired, PCIe elsewhere; ``nodes``
+    such machines joined pairwise by a network of ``inter`` bytes/s (Parmesan's systems: DGX-1
+    V100 machines over Ethernet, whose speed its text does not give; 100 Gb/s is our
+    assumption).
 
     By default the matrices are the links as given (DGX-1 does not forward NVLink traffic);
     ``routing=RULE`` routes them by that rule, ``routed=1`` by ``widest``.
@@ -153,27 +163,66 @@ def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
     [48.0, 24.0, 15.75]
     >>> dgx1(routing="store-and-forward").routing
     'store-and-forward'
+    >>> two = dgx1(nodes=2, inter=1e9)
+    >>> two.n_devices, (two.bandwidth[[0, 0, 8], [3, 8, 11]] / 1e9).tolist(), two.group.tolist()[6:10]
+    (16, [48.0, 1.0, 48.0], [0, 0, 1, 1])
     """
     if routed not in (0, 1):
         raise UsageError(f"dgx1: routed must be 0 or 1, got {routed}")
-    devices = _accelerators(8, memory)
+    n = 8 * nodes
+    devices = _accelerators(n, memory)
     links: list[Link] = []
-    bw = np.full((8, 8), pcie)
-    for (i, j), bricks in DGX1_NVLINK.items():
-        links.append(Link(a=i, b=j, bandwidth=bricks * nvlink, latency=latency,
-                          kind=f"nvlink x{bricks}"))
-        bw[i, j] = bw[j, i] = bricks * nvlink
-    for i, j in itertools.combinations(range(8), 2):
-        if (i, j) not in DGX1_NVLINK:
-            links.append(Link(a=i, b=j, bandwidth=pcie, latency=latency, kind="pcie"))
+    bw = np.full((n, n), inter)
+    lat = np.full((n, n), inter_latency)
+    for base in range(0, n, 8):
+        bw[base:base + 8, base:base + 8] = pcie
+        lat[base:base + 8, base:base + 8] = latency
+        for (i, j), bricks in DGX1_NVLINK.items():
+            links.append(Link(a=base + i, b=base + j, bandwidth=bricks * nvlink, latency=latency,
+                              kind=f"nvlink x{bricks}"))
+            bw[base + i, base + j] = bw[base + j, base + i] = bricks * nvlink
+        for i, j in itertools.combinations(range(8), 2):
+            if (i, j) not in DGX1_NVLINK:
+                links.append(Link(a=base + i, b=base + j, bandwidth=pcie, latency=latency, kind="pcie"))
+    group: IntArray = np.arange(n, dtype=np.int64) // 8
+    for i, j in itertools.combinations(range(n), 2):
+        if group[i] != group[j]:
+            links.append(Link(a=i, b=j, bandwidth=inter, latency=inter_latency, kind="network"))
+    name = "dgx1" if nodes == 1 else f"dgx1 nodes={nodes}"
+    if nodes == 1:  # one machine: a flat cluster, as before
+        group = np.zeros(0, np.int64)
     if routing or routed:
         rule = routing or "widest"
-        return cluster_from_links(devices, links, name=f"dgx1 (routed, {rule})", routing=rule)
+        return cluster_from_links(devices, links, name=f"{name} (routed, {rule})", routing=rule,
+                                  group=group if nodes > 1 else None)
     np.fill_diagonal(bw, math.inf)
-    lat = np.full((8, 8), latency)
     np.fill_diagonal(lat, 0.0)
-    return Cluster(devices=tuple(devices), bandwidth=bw, latency=lat, name="dgx1",
-                   links=tuple(links))
+    return Cluster(devices=tuple(devices), bandwidth=bw, latency=lat, name=name,
+                   links=tuple(links), group=group)
+
+
+def dgx2(*, memory: float = 32e9, nvswitch: float = 6 * 25e9, latency: float = 0.0) -> Cluster:
+    """DGX-2: 16 V100 (SXM3, 32 GB) on NVSwitch, each GPU's six NVLink-2 links (25 GB/s per
+    direction each) into the switch fabric, so every pair talks at ``nvswitch`` bytes/s --
+    PARDNN's machine (paper 2, §5: "a NVIDIA DGX-2 with 16 Tesla V100 SXM3 32 GB GPUs connected
+    via NVSwitch"). Pairwise links: a GPU sending to several peers at once gets the full rate to
+    each here, where the switch port would share it.
+
+    Examples
+    --------
+    >>> c = dgx2()
+    >>> c.n_devices, float(c.bandwidth[0, 15] / 1e9), float(c.devices[3].memory_bytes / 1e9)
+    (16, 150.0, 32.0)
+    """
+    n = 16
+    bw = np.full((n, n), nvswitch)
+    np.fill_diagonal(bw, math.inf)
+    lat = np.full((n, n), latency)
+    np.fill_diagonal(lat, 0.0)
+    links = tuple(Link(a=i, b=j, bandwidth=nvswitch, latency=latency, kind="nvswitch")
+                  for i, j in itertools.combinations(range(n), 2))
+    return Cluster(devices=tuple(_accelerators(n, memory)), bandwidth=bw, latency=lat,
+                   name="dgx2", links=links)
 
 
 def _grid(dims: Sequence[int], wrap: bool, bw: float, latency: float, memory: float,
@@ -356,6 +405,7 @@ def uniform_dist(*, n: int = 16, lo: float = 5e9, hi: float = 150e9, latency: fl
 GENERATORS: dict[str, Callable[..., Cluster]] = {
     "two-level": two_level,
     "dgx1": dgx1,
+    "dgx2": dgx2,
     "mesh2d": mesh2d,
     "torus2d": torus2d,
     "mesh3d": mesh3d,
@@ -454,7 +504,8 @@ def generate(name: str, params: dict[str, Any] | None = None) -> Cluster:
     size = _planned_size(name, {**defaults, **kwargs})
     if size > MAX_GENERATED_DEVICES:
         raise UsageError(f"{name}: {size:,} devices exceed the limit of {MAX_GENERATED_DEVICES:,}")
-    if name in ("two-level", "random_blk_1", "random_blk_2", "uniform_dist"):  # complete
+    if name in ("two-level", "random_blk_1", "random_blk_2", "uniform_dist") or (
+            name == "dgx1" and size > 8):  # complete (dgx1: across its machines)
         check_link_count(size * (size - 1) // 2, f"{name}: a complete topology of {size:,} devices")
     return GENERATORS[name](**kwargs)
 
@@ -497,7 +548,9 @@ def _planned_size(name: str, values: dict[str, Any]) -> int:
     if name == "two-level":
         return int(values["nodes"]) * int(values["gpus"])
     if name == "dgx1":
-        return 8
+        return 8 * int(values["nodes"])
+    if name == "dgx2":
+        return 16
     if name in ("mesh2d", "torus2d"):
         return int(values["x"]) * int(values["y"])
     if name in ("mesh3d", "torus3d"):
