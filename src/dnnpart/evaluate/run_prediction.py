@@ -186,17 +186,49 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
                          devices=[cluster.devices[d].name for d in order])
 
 
-def cpu_scratch(g: Any) -> Any:
+def cpu_scratch(g: Any, block: int | None = None) -> Any:
     """Per node, the workspace its CPU kernel holds while it runs: for a convolution, oneDNN's
     layout copies, one buffer the size of its output forward and two backward (measured with
-    ``torch.profiler`` on torch 2.13); 0 for other operators."""
+    ``torch.profiler`` on torch 2.13), in oneDNN's blocked layout, whose channels are padded
+    to a multiple of ``block`` (:func:`channel_block`: 16 with AVX-512, 8 without; a
+    convolution of 8 output channels holds twice its output on an AVX-512 CPU); 0 for other
+    operators.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> cpu_scratch(chain_graph(2)).tolist()   # no operator types: no convolution
+    [0.0, 0.0]
+    """
     from dnnpart.cost.ops import op_class
 
     if g.op_types is None or g.output_bytes is None:
         return np.zeros(g.n_nodes)
     conv = np.fromiter((op_class(t) in ("conv", "depthwise_conv") for t in g.op_types),
                        dtype=np.bool_, count=g.n_nodes)
-    return np.where(conv, np.where(g.is_backward, 2.0, 1.0) * g.node_output_bytes(), 0.0)
+    pad = np.ones(g.n_nodes)
+    shapes = g.layer_attrs.output_shape if g.layer_attrs is not None else None
+    if shapes is not None:
+        b = block or channel_block()
+        for v in np.flatnonzero(conv).tolist():
+            shape = shapes[v]
+            if len(shape) >= 2 and shape[1] > 0:
+                pad[v] = -(-shape[1] // b) * b / shape[1]
+    return np.where(conv, np.where(g.is_backward, 2.0, 1.0) * pad * g.node_output_bytes(), 0.0)
+
+
+def channel_block() -> int:
+    """Channels per block of oneDNN's blocked convolution layouts on this CPU: 16 where it
+    has AVX-512 (``avx512f`` in ``/proc/cpuinfo``), else 8 (AVX2); 8 where that cannot be
+    read. What a run's ranks on this machine use, so what their memory is predicted with."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return 16 if " avx512f" in line else 8
+    except OSError:
+        pass
+    return 8
 
 
 def _carried(g: Any, pos: Any, n: int) -> tuple[Any, Any]:
