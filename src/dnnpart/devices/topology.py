@@ -201,12 +201,14 @@ def dgx1(*, memory: float = V100_MEMORY, nvlink: float = NVLINK2_BRICK,
                    links=tuple(links), group=group)
 
 
-def dgx2(*, memory: float = 32e9, nvswitch: float = 6 * 25e9, latency: float = 0.0) -> Cluster:
+def dgx2(*, memory: float = 32e9, nvswitch: float = 6 * 25e9, latency: float = 0.0,
+         routing: str = "") -> Cluster:
     """DGX-2: 16 V100 (SXM3, 32 GB) on NVSwitch, each GPU's six NVLink-2 links (25 GB/s per
     direction each) into the switch fabric, so every pair talks at ``nvswitch`` bytes/s --
     PARDNN's machine (paper 2, §5: "a NVIDIA DGX-2 with 16 Tesla V100 SXM3 32 GB GPUs connected
     via NVSwitch"). Pairwise links: a GPU sending to several peers at once gets the full rate to
-    each here, where the switch port would share it.
+    each here, where the switch port would share it. ``routing=RULE`` routes the (complete)
+    link list by that rule; by default the matrices are the links as given.
 
     Examples
     --------
@@ -221,6 +223,9 @@ def dgx2(*, memory: float = 32e9, nvswitch: float = 6 * 25e9, latency: float = 0
     np.fill_diagonal(lat, 0.0)
     links = tuple(Link(a=i, b=j, bandwidth=nvswitch, latency=latency, kind="nvswitch")
                   for i, j in itertools.combinations(range(n), 2))
+    if routing:
+        return cluster_from_links(_accelerators(n, memory), links, name=f"dgx2 (routed, {routing})",
+                                  routing=routing)
     return Cluster(devices=tuple(_accelerators(n, memory)), bandwidth=bw, latency=lat,
                    name="dgx2", links=links)
 
