@@ -68,3 +68,23 @@ def test_a_stop_request_keeps_the_input() -> None:
     cl = resolve_cluster("2xV100").cluster
     r = run(g, cl, np.array([0, 1, 0]), stop=lambda: True)
     assert r.device.tolist() == [0, 1, 0] and r.moves == 0 and r.evals == 0
+
+
+def test_arrivals_answer_as_the_dict_of_transfers_did() -> None:
+    """The binary-search lookup against a dict built from the transfer list (later entries
+    win), on random transfers with repeated pairs, for every pair and some that are absent."""
+    from types import SimpleNamespace
+
+    from dnnpart.solvers.pardnn.refine import Arrivals
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        m = int(rng.integers(0, 60))
+        xs, xd = rng.integers(0, 15, m), rng.integers(0, 4, m)
+        xe = rng.random(m)
+        s = SimpleNamespace(transfers=(xs, xd, np.zeros(m), xe))
+        table = {(int(u), int(d)): float(e) for u, d, e in zip(xs, xd, xe, strict=True)}
+        a = Arrivals(s)
+        for u in range(16):
+            for d in range(6):
+                assert a.get(u, d, -1.0) == table.get((u, d), -1.0)
