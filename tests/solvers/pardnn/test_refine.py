@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from dnnpart.cost.clusters import resolve_cluster
@@ -88,3 +90,67 @@ def test_arrivals_answer_as_the_dict_of_transfers_did() -> None:
         for u in range(16):
             for d in range(6):
                 assert a.get(u, d, -1.0) == table.get((u, d), -1.0)
+
+
+def _walk_twin(pred_ptr, pred_idx, device, s):
+    """The chain walk node by node, as first written: a dict of arrivals, a loop over inputs."""
+    start, finish, ready = s.start, s.finish, s.ready
+    xs, xd, _, xe = s.transfers
+    arrive = {(int(u), int(d)): float(e) for u, d, e in zip(xs, xd, xe, strict=True)}
+    n = len(device)
+    prev = [-1] * n
+    for d in set(device.tolist()):
+        mine = sorted((float(start[v]), v) for v in range(n) if device[v] == d)
+        for (_, a), (_, b) in itertools.pairwise(mine):
+            prev[b] = a
+    remote, busy = [], []
+    v = int(np.argmax(finish))
+    nodes = [v]
+    for _ in range(2 * n):
+        if start[v] > ready[v] and prev[v] >= 0:
+            busy.append(v)
+            v = prev[v]
+            nodes.append(v)
+            continue
+        preds = pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist()
+        if not preds:
+            break
+        best, best_at = -1, -np.inf
+        for u in preds:
+            at = finish[u] if device[u] == device[v] else arrive.get((u, int(device[v])), finish[u])
+            if at > best_at:
+                best, best_at = u, at
+        if device[best] != device[v]:
+            remote.append((best, v))
+        v = best
+        nodes.append(v)
+    return remote, busy, nodes
+
+
+def test_chain_walk_equals_its_node_by_node_twin() -> None:
+    """Random DAGs, placements and schedules (integer times, so ties between inputs happen):
+    the vectorised walk (latest input per node at once) follows the same chain."""
+    from types import SimpleNamespace
+
+    from dnnpart.solvers.pardnn.refine import chain_walk
+
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        n = int(rng.integers(2, 40))
+        edges = sorted({(int(a), int(b)) for a, b in rng.integers(0, n, (3 * n, 2)) if a < b})
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for a, b in edges:
+            preds[b].append(a)
+        pred_ptr = np.concatenate(([0], np.cumsum([len(p) for p in preds]))).astype(np.int64)
+        pred_idx = np.array([u for p in preds for u in p], dtype=np.int32)
+        device = rng.integers(0, 3, n)
+        start = rng.integers(0, 30, n).astype(float)
+        ready = start - rng.integers(0, 2, n)
+        finish = start + rng.integers(1, 4, n)
+        far = [(u, int(device[v])) for u, v in edges if device[u] != device[v]]
+        xs = np.array([u for u, _ in far], dtype=np.int64)
+        xd = np.array([d for _, d in far], dtype=np.int64)
+        xe = finish[xs] + rng.integers(0, 5, len(far)) if far else np.zeros(0)
+        s = SimpleNamespace(start=start, finish=finish, ready=ready,
+                            transfers=(xs, xd, np.zeros(len(far)), np.asarray(xe, float)))
+        assert chain_walk(pred_ptr, pred_idx, device, s) == _walk_twin(pred_ptr, pred_idx, device, s)

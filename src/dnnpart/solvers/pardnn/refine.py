@@ -88,6 +88,52 @@ class Arrivals:
         i = int(np.searchsorted(self._keys, key, side="right")) - 1
         return float(self._ends[i]) if i >= 0 and self._keys[i] == key else default
 
+    def lookup(self, u: IntArray, d: IntArray, default: FloatArray) -> FloatArray:
+        """:meth:`get` for arrays of pairs at once."""
+        out = np.array(default, dtype=np.float64, copy=True)
+        ok = np.flatnonzero((d >= 0) & (d < self._width))
+        if ok.size == 0 or self._keys.size == 0:
+            return out
+        key = u[ok].astype(np.int64) * self._width + d[ok]
+        i = np.searchsorted(self._keys, key, side="right") - 1
+        hit = i >= 0
+        hit[hit] = self._keys[i[hit]] == key[hit]
+        out[ok[hit]] = self._ends[i[hit]]
+        return out
+
+
+def latest_inputs(pred_ptr: IntArray, pred_idx: Int32Array, device: IntArray, finish: FloatArray,
+                  arrivals: Arrivals) -> IntArray:
+    """Per node, the input that is there last (its producer's finish on the same device, the
+    transfer's arrival from another; the first of equal ones in predecessor order), ``-1``
+    for a node without inputs: what the chain walk follows, for every node at once.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> s = NS(transfers=(np.array([0]), np.array([1]), np.zeros(1), np.array([9.0])))
+    >>> # 0 -> 2, 1 -> 2; 0 on device 0, 1 and 2 on device 1: 0's output arrives at 9
+    >>> latest_inputs(np.array([0, 0, 0, 2]), np.array([0, 1]), np.array([0, 1, 1]),
+    ...               np.array([1.0, 5.0, 10.0]), Arrivals(s)).tolist()
+    [-1, -1, 0]
+    """
+    n = device.shape[0]
+    counts = np.diff(pred_ptr)
+    best = np.full(n, -1, np.int64)
+    if pred_idx.size == 0:
+        return best
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    u = pred_idx.astype(np.int64)
+    at = finish[u].astype(np.float64)
+    far = np.flatnonzero(device[u] != device[owner])
+    at[far] = arrivals.lookup(u[far], device[owner[far]], at[far])
+    has = np.flatnonzero(counts > 0)
+    starts = pred_ptr[has]
+    top = np.repeat(np.maximum.reduceat(at, starts), counts[has])
+    where = np.where(at == top, np.arange(at.size), at.size)
+    best[has] = u[np.minimum.reduceat(where, starts)]
+    return best
+
 
 def critical_chain(
     pred_ptr: IntArray, pred_idx: Int32Array, device: IntArray, s: Emulated,
@@ -122,25 +168,23 @@ def chain_walk(
     prev = np.full(n, -1, np.int64)
     same = device[order[1:]] == device[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    latest = latest_inputs(pred_ptr, pred_idx, device, finish, arrive).tolist()
+    waited = ((start > ready) & (prev >= 0)).tolist()
+    prev_of, dev = prev.tolist(), device.tolist()
     remote: list[tuple[int, int]] = []
     busy: list[int] = []
     v = int(np.argmax(finish))
     nodes = [v]
     for _ in range(2 * n):  # each step goes to an earlier op: at most n steps
-        if start[v] > ready[v] and prev[v] >= 0:
+        if waited[v]:
             busy.append(v)
-            v = int(prev[v])
+            v = prev_of[v]
             nodes.append(v)
             continue
-        preds = pred_idx[pred_ptr[v]:pred_ptr[v + 1]].tolist()
-        if not preds:
+        best = latest[v]
+        if best < 0:
             break
-        best, best_at = -1, -np.inf
-        for u in preds:
-            at = finish[u] if device[u] == device[v] else arrive.get(u, int(device[v]), finish[u])
-            if at > best_at:
-                best, best_at = u, at
-        if device[best] != device[v]:
+        if dev[best] != dev[v]:
             remote.append((best, v))
         v = best
         nodes.append(v)
