@@ -41,6 +41,7 @@ class LazyKernel(Generic[F]):
         self.py_func = py_func
         self.plain_below = plain_below
         self._compiled: Callable[..., Any] | None = None
+        self._cold = True
         self.__name__ = py_func.__name__
         self.__doc__ = py_func.__doc__
 
@@ -51,7 +52,23 @@ class LazyKernel(Generic[F]):
             numba = load_numba()
             _bind_helpers(self.py_func.__globals__)
             self._compiled = numba.njit(cache=True, nogil=True)(self.py_func)
+        if self._cold:
+            return self._first_call(args)
         return self._compiled(*args)
+
+    def _first_call(self, args: tuple[Any, ...]) -> Any:
+        """The call that compiles the kernel (or loads it from the cache), shielded from the
+        stop backstop as a whole: after numba releases its compiler lock its dispatcher goes
+        on in Python, and an asynchronous stop landing there can crash the process (a
+        segfault, seen under load, when that tail outlasted ``COMPILE_TAIL_S``). The backstop
+        waits for this one call; later calls are not shielded."""
+        from dnnpart.interrupt import shielded
+
+        assert self._compiled is not None
+        with shielded():
+            out = self._compiled(*args)
+        self._cold = False
+        return out
 
 
 #: module name -> plain functions its kernels call (see :func:`helper`)
@@ -131,6 +148,8 @@ class _Linked(LazyKernel[F]):
         if self._compiled is None:
             self._owner.compile_all()
         assert self._compiled is not None
+        if self._cold:
+            return self._first_call(args)
         return self._compiled(*args)
 
 
