@@ -50,6 +50,7 @@ The prediction is for the run's conditions, not the plan's (choices, also in ``d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,6 +218,7 @@ def cpu_scratch(g: Any, block: int | None = None) -> Any:
     return np.where(conv, np.where(g.is_backward, 2.0, 1.0) * pad * g.node_output_bytes(), 0.0)
 
 
+@functools.cache
 def channel_block() -> int:
     """Channels per block of oneDNN's blocked convolution layouts on this CPU: 16 where it
     has AVX-512 (``avx512f`` in ``/proc/cpuinfo``), else 8 (AVX2); 8 where that cannot be

@@ -79,11 +79,12 @@ def paper_table5(layer_name: str) -> tuple[int, int, int, int]:
     return fc[layer_name]
 
 
-def tables_for(model: str, devices: int) -> tuple[CostTables, float]:
-    """Cost tables of ``model`` at per-GPU batch 32 on the paper's cluster cut to ``devices``."""
+def tables_for(model: str, devices: int, transfers: str = "links") -> tuple[CostTables, float]:
+    """Cost tables of ``model`` at per-GPU batch 32 on the paper's cluster cut to ``devices``
+    (``transfers``: t_X's accounting, :data:`dnnpart.layerwise.costs.TRANSFER_MODELS`)."""
     t0 = time.perf_counter()
     graph = build_model(model, PER_GPU_BATCH * devices)
-    tables = build_tables(graph, devices, P100, paper_bandwidth(devices))
+    tables = build_tables(graph, devices, P100, paper_bandwidth(devices), transfers=transfers)
     return tables, time.perf_counter() - t0
 
 
@@ -263,8 +264,7 @@ def _moved_serial(model: str, devices: int) -> dict[str, float]:
     """Bytes per step of the layer-wise optimum and of OWT when t_X and t_S add every transfer
     one after the other (``transfers="serial"``, :mod:`dnnpart.layerwise.costs`): the
     accounting under which the paper's Fig. 8 holds."""
-    graph = build_model(model, PER_GPU_BATCH * devices)
-    tables = build_tables(graph, devices, P100, paper_bandwidth(devices), transfers="serial")
+    tables, _ = tables_for(model, devices, transfers="serial")
     return {"layer-wise": communication_bytes(tables, optimize_tables(tables).strategy),
             "owt": communication_bytes(tables, owt(tables))}
 

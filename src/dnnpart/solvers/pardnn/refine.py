@@ -82,11 +82,8 @@ class Arrivals:
 
     def get(self, u: int, d: int, default: float) -> float:
         """Arrival of ``u``'s output on device ``d``, else ``default``."""
-        if not 0 <= d < self._width:
-            return default
-        key = u * self._width + d
-        i = int(np.searchsorted(self._keys, key, side="right")) - 1
-        return float(self._ends[i]) if i >= 0 and self._keys[i] == key else default
+        one = self.lookup(np.array([u], np.int64), np.array([d], np.int64), np.array([default]))
+        return float(one[0])
 
     def lookup(self, u: IntArray, d: IntArray, default: FloatArray) -> FloatArray:
         """:meth:`get` for arrays of pairs at once."""
