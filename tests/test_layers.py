@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),
     ("solvers", "solvers.registry", "solvers.brute_force", "solvers.ip", "solvers.block_pipeline",
      "baselines", "solvers.parmesan", "solvers.pardnn", "solvers.optcnn", "solvers.dp", "solvers.result",
-     "solvers.incumbent", "solvers.method"),
+     "solvers.incumbent", "solvers.method", "solvers.hybrid"),
     ("zoo", "frontends"),
     ("evaluate",),
     ("simulate",),

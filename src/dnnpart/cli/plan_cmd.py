@@ -15,6 +15,7 @@ from dnnpart.cli.args import (
     solve_options,
 )
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, check_outputs, dumps
+from dnnpart.cli.parallel_cmd import add_parallel_args, check_parallel_args, cmd_parallel
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import (
     Renderer,
@@ -45,6 +46,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="M1,M2,...",
                    help="also run these methods on the same problem and print a comparison "
                         "(in --report too); the plan written is --method's")
+    add_parallel_args(p)
     p.set_defaults(handler=cmd_plan)
     return p
 
@@ -56,6 +58,9 @@ def cmd_plan(args: argparse.Namespace, out: Renderer) -> int:
     from dnnpart.workflow import plan_model, write_report
     from dnnpart.workflow.methods import choose_method
 
+    if args.parallel is not None:
+        return cmd_parallel(args, out)
+    check_parallel_args(args)
     objective = objective_from_args(args)
     if args.objective is None and objective.kind == "stages" and args.method is None:
         from dnnpart.workflow.methods import stages_note

@@ -129,7 +129,8 @@ def resolve_cluster(
     generator ``GENERATOR:key=value,...`` (:mod:`dnnpart.devices.topology`, e.g.
     ``torus3d:x=8,y=8,z=8,bw=25e9``). Files and generators are priced with ``accelerator``'s
     preset (``dgx1`` with V100's); a generator's ``device=PRESET`` key picks another one
-    (``two-level:nodes=4,gpus=4,intra=20e9,inter=12.5e9,device=P100``, paper 3's cluster).
+    (``two-level:nodes=4,gpus=4,intra=20e9,inter=12.5e9,device=P100``, paper 3's cluster), and
+    with it the preset's memory capacity unless ``memory=`` is given.
 
     Examples
     --------
@@ -141,6 +142,8 @@ def resolve_cluster(
     4
     >>> resolve_cluster("two-level:nodes=2,gpus=2,device=P100").cost_model.accelerator.name
     'P100-16GB'
+    >>> resolve_cluster("two-level:nodes=2,gpus=2,device=P100").cluster.memory_capacity()[0]
+    np.float64(16000000000.0)
     >>> resolve_cluster("2xTPU")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -163,14 +166,19 @@ def resolve_cluster(
 
     name = spec.partition(":")[0].strip()
     if name in GENERATORS:
+        from dnnpart.devices.topology import generator_parameters
+
         try:
             gen, params = parse_generator_spec(spec)
             device = params.pop("device", None)
+            model = CostModel.from_presets(device or ("V100" if name == "dgx1" else accelerator),
+                                           catalog=catalog)
+            # a named device brings its capacity unless memory= says otherwise
+            if device is not None and "memory" not in params and "memory" in generator_parameters(gen):
+                params["memory"] = repr(model.accelerator.memory_bytes)
             cluster = generate(gen, params)
         except ValueError as exc:
             raise FormatError(f"--cluster {spec!r}: {exc}") from None
-        model = CostModel.from_presets(device or ("V100" if name == "dgx1" else accelerator),
-                                       catalog=catalog)
         return PricedCluster(cluster=with_specs(cluster, model), cost_model=model)
     raise FormatError(
         f"--cluster {spec!r}: neither an existing cluster file, NxPRESET[+Mcpu] (e.g. 4xA100) nor "

@@ -2,6 +2,8 @@
 
 For a model (``builtin:``, ``hf:``, ``torchvision:``, ``module:``, ``.onnx``):
 
+* :func:`plan_parallel` (transformers): the best hybrid data x tensor x pipeline plan, the best
+  one runtimes launch, a bound and their launch settings (:class:`ParallelPlan`);
 * :func:`plan_model` imports it, plans it on a cluster for an objective and scores the plan:
   a :class:`PlannedModel` (problem, result, evaluation, stages, the plan file via
   ``to_dict``/``write``); :func:`load_planned_model` reads such a plan file back;
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from dnnpart.workflow.inputs import load_problem
     from dnnpart.workflow.loading import load_plan, load_planned_model
     from dnnpart.workflow.methods import DEFAULT_METHODS
+    from dnnpart.workflow.parallel_planning import ParallelPlan, plan_parallel
     from dnnpart.workflow.planned import PlannedModel, RunnableModel
     from dnnpart.workflow.planning import compare_methods, plan_model
     from dnnpart.workflow.reporting import ReportResult, write_report
@@ -58,6 +61,8 @@ _MODULE_OF = {
     "load_plan": "loading",
     "load_planned_model": "loading",
     "DEFAULT_METHODS": "methods",
+    "ParallelPlan": "parallel_planning",
+    "plan_parallel": "parallel_planning",
     "PlannedModel": "planned",
     "RunnableModel": "planned",
     "compare_methods": "planning",
@@ -110,6 +115,10 @@ def __getattr__(name: str) -> Any:
         from dnnpart.workflow import methods
 
         return _keep(name, methods)
+    if module == "parallel_planning":
+        from dnnpart.workflow import parallel_planning
+
+        return _keep(name, parallel_planning)
     if module == "planned":
         from dnnpart.workflow import planned
 
@@ -143,6 +152,7 @@ __all__ = [
     "Calibration",
     "ExportResult",
     "ModelImport",
+    "ParallelPlan",
     "PlannedModel",
     "ReportResult",
     "RunResult",
@@ -159,6 +169,7 @@ __all__ = [
     "pipeline_schedule",
     "pipeline_stage",
     "plan_model",
+    "plan_parallel",
     "run_plan",
     "simulate_plan",
     "write_machine_file",

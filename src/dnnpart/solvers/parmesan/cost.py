@@ -22,6 +22,7 @@ index order). Choices where the paper is silent (also in ``docs/methods/parmesan
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Literal
 
@@ -266,16 +267,9 @@ def matching_bound(stages: PipelineStages, table: FloatArray) -> float:
         m = maximum_bipartite_matching(graph, perm_type="column")
         return bool(np.all(m >= 0))
 
-    if not ok(float(values[-1])):
-        return float("inf")
-    lo, hi = 0, values.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(float(values[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    return float(values[lo])
+    # the least feasible value: feasibility only grows with t
+    first = bisect.bisect_left(range(values.size), True, key=lambda i: ok(float(values[i])))
+    return float(values[first]) if first < values.size else float("inf")
 
 
 def lower_bound_p2p(stages: PipelineStages, topo: Topology) -> float:

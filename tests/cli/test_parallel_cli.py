@@ -1,0 +1,74 @@
+"""``dnnpart plan MODEL --parallel dp,tp,pp``: the hybrid plans through the CLI, and the
+options it refuses (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="plan imports a torch model")
+pytest.importorskip("transformers", reason="--parallel plans hf: models")
+
+from dnnpart.cli.main import main
+
+GPT2 = "hf:gpt2:n_layer=4,n_embd=64,n_head=4,vocab_size=128"
+BASE = ["plan", GPT2, "--input-shape", "1,32", "--cluster", "two-level:nodes=2,gpus=2,device=A100"]
+
+
+def test_plan_parallel_writes_a_plan_with_its_exports(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "hybrid.json"
+    code = main(["-q", *BASE, "--parallel", "dp,tp,pp", "--global-batch", "8", "-o", str(out), "--json",
+                 "--check-exports"])
+    printed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data == printed and data["format"] == "dnnpart.parallel-plan"
+    c = data["launchable"]["config"]
+    assert c["data"] * c["tensor"] * c["pipeline"] == 4 and sum(c["blocks"]) == 4
+    assert c["global_batch"] == 8 and len(set(c["recompute"])) == 1
+    assert data["bound_s"] <= data["best"]["step_s"] <= data["launchable"]["step_s"]
+    args = data["exports"]["megatron"]["args"]
+    assert args[args.index("--tensor-model-parallel-size") + 1] == str(c["tensor"])
+    assert args[args.index("--global-batch-size") + 1] == "8"
+    pytest.importorskip("megatron.core")
+    assert data["exports"]["megatron"]["checked_by"].startswith("megatron-core")
+    assert set(data["by_devices"]) == {"1", "2", "4"}  # down to 4 / 8, at least 1
+
+
+def test_plan_parallel_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE, "--parallel", "dp,pp", "--global-batch", "4"]) == 0
+    text = capsys.readouterr().out
+    for what in ("hybrid plans", "launchable", "bound", "what if", "Megatron-LM:", "torchtitan:",
+                 "DeepSpeed:"):
+        assert what in text, what
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--parallel", "dp,xp"], "unknown dimension 'xp'"),
+    (["--parallel", "dp", "--method", "dp"], "--method does not go with --parallel"),
+    (["--parallel", "dp", "--schedule", "1f1b"], "--schedule does not go with --parallel"),
+    (["--parallel", "dp", "--recompute"], "--recompute does not go with --parallel"),
+    (["--global-batch", "8"], "--global-batch goes with --parallel"),
+    (["--check-exports"], "--check-exports goes with --parallel"),
+    (["--parallel", "dp", "--devices", "9"], "--devices 9"),
+    (["--parallel", "dp", "--global-batch", "0"], "--global-batch 0"),
+    (["--parallel", "dp", "--input-shape", "1,2,3"], "BATCH,SEQ"),
+])
+def test_plan_parallel_refuses(extra: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*BASE, *extra]
+    if "--input-shape" in extra:
+        argv = ["plan", GPT2, "--cluster", "4xA100", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_plan_parallel_refuses_a_model_without_layers(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", "builtin:resnet50", "--cluster", "2xA100", "--parallel", "dp"])
+    assert code == 2
+    assert "not an hf: transformer spec" in capsys.readouterr().err
