@@ -43,7 +43,12 @@ GEMM (one thread, batch 2, 4-16 pixel outputs); a machine file without that kind
 the plain kind (:func:`~dnnpart.devices.specs.cost_key_chain`). A depthwise convolution with an
 operand stored channels-last (``conv_cl``, ``conv_backward_cl``: a ConvNeXt block, whose
 gradient comes back through a ``permute`` from ``NHWC``) ran its backward 2-3 times as fast as
-on ``NCHW`` here (batch 2, 96-384 channels, 7x7). The layout is read from the capture's fake
+on ``NCHW`` here (batch 2, 96-384 channels, 7x7). A depthwise convolution over at most 32 or
+128 output positions (batch x pixels: a CNN's last stages) has the bucket too
+(``depthwise_conv:conv_backward_cl@32``): there the weight gradient runs near scalar speed,
+about 0.1 us per (image, channel, kernel tap) whatever the pixels (one thread: 768 channels at
+4x4 took 7.4 ms for 4.8 MFLOP, 96 channels at 32x32 5.9 ms for 38.5 MFLOP), which one FLOP and
+byte rate per kind cannot fit across sizes. The layout is read from the capture's fake
 tensors, which know a ``permute``'s strides but not always a CPU convolution's own output
 layout (eager keeps channels-last through it, the fake kernel does not). The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
@@ -558,12 +563,23 @@ def gemm_min_dim(spec: OpSpec) -> int:
         return min(int(out[-2]), int(out[-1]), int(k))
     if op in ("conv", "conv_backward") and spec.weight_shapes and len(spec.weight_shapes[0]) > 2:
         kernel = spec.weight_shapes[0]
-        grad = spec.input_shapes[0] if op == "conv_backward" and spec.input_shapes else (
-            spec.output_shapes[0] if spec.output_shapes else ())
-        if len(grad) < 3:
-            return 0
-        return min(numel(grad) // int(grad[1]), numel(kernel[1:]), int(kernel[0]))
+        return min(output_positions(spec), numel(kernel[1:]), int(kernel[0]))
     return 0
+
+
+def output_positions(spec: OpSpec) -> int:
+    """Batch x pixels of a convolution (its gradient's, for a backward); 0 where the shapes do
+    not say.
+
+    Examples
+    --------
+    >>> output_positions(OpSpec(op_type="conv", input_shapes=((2, 768, 4, 4),),
+    ...                         output_shapes=((2, 768, 4, 4),), weight_shapes=((768, 1, 7, 7),)))
+    32
+    """
+    grad = spec.input_shapes[0] if spec.op_type == "conv_backward" and spec.input_shapes else (
+        spec.output_shapes[0] if spec.output_shapes else ())
+    return numel(grad) // int(grad[1]) if len(grad) >= 3 and int(grad[1]) > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,8 +649,9 @@ def operator_work(spec: OpSpec) -> Work:
         kind += "_strided"
     if cls == "depthwise_conv" and spec.attrs.get("memory_format") == "channels_last":
         kind += "_cl"
-    if kind and cls in ("matmul", "conv"):
-        small = gemm_min_dim(spec)
+    if kind and cls in ("matmul", "conv", "depthwise_conv"):
+        # a depthwise convolution's GEMM has a kernel-sized reduction: its positions decide
+        small = output_positions(spec) if cls == "depthwise_conv" else gemm_min_dim(spec)
         bucket = next((b for b in SMALL_DIM_BUCKETS if 0 < small <= b), 0)
         if bucket:
             kind += f"@{bucket}"

@@ -260,7 +260,10 @@ CASES: tuple[Case, ...] = (
     # channels-last (a ConvNeXt's blocks): its gradient arrives channels-last too (``ones_like``)
     Case("depthwise conv2d channels-last", "depthwise_conv",
          ((2, 96, 32, 96, 7, 96), (2, 192, 16, 192, 7, 192), (2, 384, 8, 384, 7, 384),
-          (2, 768, 4, 768, 7, 768)),
+          (2, 768, 4, 768, 7, 768),
+          # three in each position bucket (@128: 33-128 positions, @32: 32 or fewer, larger)
+          (4, 96, 16, 96, 7, 96), (2, 192, 8, 192, 7, 192), (8, 256, 4, 256, 7, 256),
+          (1, 768, 4, 768, 7, 768), (2, 256, 4, 256, 7, 256)),
          _channels_last_conv),
     Case("attention", "attention", ((1, 2, 32, 32), (2, 4, 64, 64), (2, 8, 128, 64), (4, 8, 256, 64),
                                     (2, 8, 512, 64)), _attention),
