@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -107,6 +108,29 @@ def _check_peak(peak: int, devices: int) -> None:
                    "use fewer devices")
 
 
+def shared_spaces(graph: LayerGraph, devices: int) -> tuple[ConfigSpace, ...]:
+    """Every layer's configuration space, one object per (cut rule, output shape): a space
+    depends on nothing else, and :func:`build_tables` prices the edges between equal pairs of
+    spaces once.
+
+    Examples
+    --------
+    >>> from dnnpart.layerwise.models import inception_v3
+    >>> g = inception_v3(32)
+    >>> spaces = shared_spaces(g, 2)
+    >>> len(spaces) == len(g.layers), len({id(s) for s in spaces}) < len(spaces)
+    (True, True)
+    """
+    shared: dict[tuple[Any, ...], ConfigSpace] = {}
+    out = []
+    for layer in graph.layers:
+        key = (parallel_dims(layer), layer.out_shape)
+        if key not in shared:
+            shared[key] = config_space(layer, devices)
+        out.append(shared[key])
+    return tuple(out)
+
+
 def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth: FloatArray, *,
                  spaces: Sequence[ConfigSpace] | None = None, transfers: str = "links") -> CostTables:
     """Configuration spaces and all cost tables of ``graph`` on ``devices`` devices.
@@ -128,7 +152,7 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     if bandwidth.shape != (devices, devices):
         raise UsageError(f"bandwidth must be ({devices}, {devices}), got {bandwidth.shape}")
     if spaces is None:
-        spaces = tuple(config_space(layer, devices) for layer in graph.layers)
+        spaces = shared_spaces(graph, devices)
         # check_table_size on the spaces' own counts, before any table is built
         _check_peak(_peak_bytes(graph, [len(s) for s in spaces], devices), devices)
     spaces = tuple(spaces)
@@ -141,10 +165,19 @@ def build_tables(graph: LayerGraph, devices: int, device: DeviceSpec, bandwidth:
     edges: list[tuple[int, int]] = []
     t_x: list[FloatArray] = []
     x_bytes: list[FloatArray] = []
+    # an edge's tables depend on the two spaces and the consumer's reading geometry only:
+    # repeated modules (Inception's, ResNet's blocks) price each distinct edge once
+    priced: dict[tuple[Any, ...], tuple[FloatArray, FloatArray]] = {}
     for j, layer in enumerate(graph.layers):
         for k, p in enumerate(layer.inputs):
             edges.append((p, j))
-            time_table, moved = transfer_costs(spaces[p], layer, k, spaces[j], bandwidth, transfers=transfers)
+            key = (id(spaces[p]), id(spaces[j]), k, layer.op, layer.in_shapes, layer.out_shape,
+                   layer.kernel, layer.stride, layer.padding)
+            if key in priced:  # a copy: the searches may reduce tables in place
+                time_table, moved = (a.copy() for a in priced[key])
+            else:
+                time_table, moved = priced[key] = transfer_costs(spaces[p], layer, k, spaces[j],
+                                                                 bandwidth, transfers=transfers)
             t_x.append(time_table)
             x_bytes.append(moved)
     return CostTables(graph, spaces, t_c, t_s, tuple(edges), tuple(t_x), s_bytes, tuple(x_bytes))
