@@ -221,7 +221,7 @@ class StageTerms:
     optimizer_state: Any
     activations: Any
     working: Any
-    in_flight: int
+    in_flight: Any
 
 
 def _units(profile: ModelProfile, first: bool, last: bool) -> list[UnitProfile]:

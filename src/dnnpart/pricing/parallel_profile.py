@@ -23,7 +23,8 @@ Choices (also in ``docs/methods/hybrid.md``):
   residual adds) runs replicated on every rank. A backward node follows the forward operator
   it differentiates.
 * **Weights**: a parameter read by a matrix product or an embedding is split (columns, rows or
-  the vocabulary), any other (norm scales, biases of the row-parallel products) replicated.
+  the vocabulary; a bias the product adds too, also a row-parallel one, which Megatron keeps
+  whole: a few kilobytes), any other (norm scales) replicated.
 * **Stash** (bytes the backward reads, :func:`~dnnpart.pricing.chain.node_activation_bytes`) is
   split the same way by the node that produced it.
 * **Selective recomputation** drops the stash of the attention core and of the divided
@@ -131,10 +132,6 @@ class ModelProfile:
     heads: int
     optimizer_k: float = 2.0
     block_spread: float = 0.0
-
-    def with_blocks(self, n_blocks: int) -> ModelProfile:
-        """The same profile with ``n_blocks`` blocks."""
-        return replace(self, n_blocks=n_blocks)
 
 
 def _accelerator_seconds(g: Graph, time_unit_s: float) -> FloatArray:
