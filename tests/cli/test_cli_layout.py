@@ -14,7 +14,8 @@ from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "dnnpart" / "cli"
 #: Modules every command may import; they import no command.
-HELPERS = frozenset({"__init__", "args", "output", "render", "progress"})
+#: parallel_plans: the --parallel path of plan (its arguments, its tables)
+HELPERS = frozenset({"__init__", "args", "output", "render", "progress", "parallel_plans"})
 #: The module that lists the commands and dispatches to them.
 DISPATCH = "main"
 

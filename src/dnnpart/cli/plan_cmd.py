@@ -15,7 +15,7 @@ from dnnpart.cli.args import (
     solve_options,
 )
 from dnnpart.cli.output import EXIT_NO_PLAN, EXIT_OK, check_outputs, dumps
-from dnnpart.cli.parallel_cmd import add_parallel_args, check_parallel_args, cmd_parallel
+from dnnpart.cli.parallel_plans import add_parallel_args, check_parallel_args, cmd_parallel
 from dnnpart.cli.progress import command_progress
 from dnnpart.cli.render import (
     Renderer,

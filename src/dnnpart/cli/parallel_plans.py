@@ -1,4 +1,5 @@
-"""``dnnpart plan MODEL --parallel dp,tp,pp``: hybrid plans of a transformer, printed."""
+"""``dnnpart plan MODEL --parallel dp,tp,pp``: hybrid plans of a transformer, printed (a helper of
+``plan_cmd``, not a command of its own)."""
 
 from __future__ import annotations
 
