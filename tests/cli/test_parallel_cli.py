@@ -72,3 +72,15 @@ def test_plan_parallel_refuses_a_model_without_layers(capsys: pytest.CaptureFixt
     code = main(["plan", "builtin:resnet50", "--cluster", "2xA100", "--parallel", "dp"])
     assert code == 2
     assert "not an hf: transformer spec" in capsys.readouterr().err
+
+
+def test_mixed_precision_keeps_fp32_master_weights_and_state() -> None:
+    from dnnpart.workflow import plan_parallel
+
+    fp32 = plan_parallel(GPT2, cluster="4xA100", input_shapes=[(1, 32)], global_batch=4)
+    bf16 = plan_parallel(GPT2, cluster="4xA100", input_shapes=[(1, 32)], global_batch=4,
+                         precision="bf16")
+    assert fp32.profile.optimizer_k == 2.0  # Adam's two moments in the weights' fp32
+    assert bf16.profile.optimizer_k == 6.0  # an fp32 master copy and two fp32 moments per 2 bytes
+    assert bf16.profile.block.weights[0] == pytest.approx(fp32.profile.block.weights[0] / 2)
+    assert bf16.devices is not None and bf16.devices.n_accelerators == 4

@@ -14,7 +14,9 @@ count (the search again on 1/2, 1/4 and 1/8 of the devices).
 Choices: only ``hf:`` transformers (a config with ``num_hidden_layers`` and
 ``num_attention_heads``); the input is ``--input-shape 1,SEQ`` (default: one sequence of 1,024
 tokens or the model's longest, whichever is shorter); the global batch defaults to 8 sequences
-per device.
+per device; with ``--precision bf16/fp16`` the optimizer keeps an fp32 master copy and fp32
+state (Megatron's and DeepSpeed's mixed precision: Adam holds 6 bytes per 2-byte weight byte,
+``(1 + k) x 2``), at fp32 the graph's ``k`` (Adam 2).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 import math
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ DIMENSIONS = ("dp", "tp", "pp")
 CAPTURED_LAYERS = 2
 DEFAULT_SEQ = 1024
 SEQUENCES_PER_DEVICE = 8
+#: precisions whose trainers keep an fp32 master copy and fp32 optimizer state
+MIXED_PRECISIONS = ("bf16", "fp16")
 #: the what-if table per device count goes down to 1/8 of the devices, halving
 WHAT_IF_FRACTION = 8
 
@@ -76,6 +80,7 @@ class ParallelPlan:
     exports: dict[str, Any]
     by_devices: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    devices: Any = None  # the priced cluster (dnnpart.devices.Cluster), for pricing other plans
 
     def to_dict(self) -> dict[str, Any]:
         """The plan file's content (``format: dnnpart.parallel-plan``): data only."""
@@ -188,6 +193,8 @@ def plan_parallel(
         raise UsageError(f"--parallel: {spec} has {facts.layers} layer; hybrid plans need two or more")
     profile = unit_profiles(captured.imported.graph, time_unit_s=priced.time_unit_s,
                             n_blocks=facts.layers, heads=facts.tensor_divisor, samples=samples)
+    if precision in MIXED_PRECISIONS:  # an fp32 master copy beside fp32 optimizer state
+        profile = replace(profile, optimizer_k=(1.0 + profile.optimizer_k) * 2.0)
     if profile.block_spread > 0.01:
         notes.append(f"the captured blocks differ by up to {profile.block_spread:.0%} in one figure "
                      "(values carried between blocks, such as rotary tables, or a block holding a "
@@ -203,7 +210,7 @@ def plan_parallel(
             k //= 2
     exports = launch_exports(result, facts, optimizer, check=check_exports)
     return ParallelPlan(spec=spec, cluster=priced.name, facts=facts, profile=profile, result=result,
-                        exports=exports, by_devices=by_devices, notes=notes)
+                        exports=exports, by_devices=by_devices, notes=notes, devices=priced)
 
 
 def launch_exports(result: Any, facts: Any, optimizer: str | None, *,
