@@ -21,13 +21,14 @@ def test_plan_parallel_writes_a_plan_with_its_exports(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "hybrid.json"
     code = main(["-q", *BASE, "--parallel", "dp,tp,pp", "--global-batch", "8", "-o", str(out), "--json",
-                 "--check-exports"])
+                 "--check-exports", "--pipeline-degree", "2"])
     printed = json.loads(capsys.readouterr().out)
     assert code == 0
     data = json.loads(out.read_text())
     assert data == printed and data["format"] == "dnnpart.parallel-plan"
     c = data["launchable"]["config"]
     assert c["data"] * c["tensor"] * c["pipeline"] == 4 and sum(c["blocks"]) == 4
+    assert c["pipeline"] == 2 and set(data["by_pipeline"]) == {"2"}  # fixed by --pipeline-degree
     assert c["global_batch"] == 8 and len(set(c["recompute"])) == 1
     assert data["bound_s"] <= data["best"]["step_s"] <= data["launchable"]["step_s"]
     args = data["exports"]["megatron"]["args"]
@@ -53,6 +54,8 @@ def test_plan_parallel_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> 
     (["--parallel", "dp", "--recompute"], "--recompute does not go with --parallel"),
     (["--global-batch", "8"], "--global-batch goes with --parallel"),
     (["--check-exports"], "--check-exports goes with --parallel"),
+    (["--tensor-degree", "2"], "--tensor-degree goes with --parallel"),
+    (["--parallel", "dp", "--pipeline-degree", "0"], "--pipeline-degree 0"),
     (["--parallel", "dp", "--devices", "9"], "--devices 9"),
     (["--parallel", "dp", "--global-batch", "0"], "--global-batch 0"),
     (["--parallel", "dp", "--input-shape", "1,2,3"], "BATCH,SEQ"),

@@ -249,3 +249,20 @@ def test_the_check_does_not_hang_past_its_timeout() -> None:
         check_tensor_pipeline(plan(2, 2, (2, 2)), **SIZES, timeout_s=0.2)
     assert time.monotonic() - start < 30
     assert _rank_children() == []
+
+
+def test_the_plan_plan_parallel_finds_runs_and_matches() -> None:
+    """The loop closed: ``plan --parallel`` (tensor and pipeline fixed at 2) plans a GPT-2, and
+    its launchable plan, as the search wrote it (split, micro-batches), runs on four gloo ranks
+    and matches the whole model."""
+    from dnnpart.workflow import plan_parallel
+
+    sizes = {"n_layer": 4, "n_embd": 32, "n_head": 4, "vocab_size": 64}
+    planned = plan_parallel(
+        "hf:gpt2:" + ",".join(f"{k}={v}" for k, v in sizes.items()), cluster="4xA100",
+        dims=frozenset({"tp", "pp"}), tensor=2, pipeline=2, schedules=("gpipe", "1f1b"),
+        input_shapes=[(1, 16)], global_batch=4)
+    config = planned.result.launchable.config
+    assert (config.d, config.t, config.p, sum(config.blocks)) == (1, 2, 2, 4)
+    check = check_tensor_pipeline(config, seq=16, **sizes)
+    assert check.passed, check.summary()

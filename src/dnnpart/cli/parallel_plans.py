@@ -38,6 +38,10 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
                    help="with --parallel: sequences per step (default: 8 per device)")
     p.add_argument("--devices", type=int, metavar="N",
                    help="with --parallel: use the first N accelerators (default: all)")
+    p.add_argument("--tensor-degree", type=int, metavar="T",
+                   help="with --parallel: fix the tensor-parallel degree (a what-if)")
+    p.add_argument("--pipeline-degree", type=int, metavar="P",
+                   help="with --parallel: fix the number of pipeline stages (a what-if)")
     p.add_argument("--check-exports", action="store_true",
                    help="with --parallel: check the Megatron settings with megatron-core's own "
                         "rules (where installed; its import takes seconds)")
@@ -46,7 +50,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
 def check_parallel_args(args: argparse.Namespace) -> None:
     """Refuse the options ``--parallel`` does not take (and the hybrid options without it)."""
     if args.parallel is None:
-        for name in ("global_batch", "devices", "check_exports"):
+        for name in ("global_batch", "devices", "check_exports", "tensor_degree", "pipeline_degree"):
             if getattr(args, name) not in (None, False):
                 raise UsageError(f"--{name.replace('_', '-')} goes with --parallel")
         return
@@ -69,6 +73,7 @@ def cmd_parallel(args: argparse.Namespace, out: Renderer) -> int:
             args.model, cluster=args.cluster, dims=dims, global_batch=args.global_batch,
             devices=args.devices, specs=args.specs, precision=args.precision,
             optimizer=args.optimizer or "adam", input_shapes=input_shapes(args), config=args.config,
+            tensor=args.tensor_degree, pipeline=args.pipeline_degree,
             check_exports=args.check_exports, notify=out.note, progress=progress)
     for note in planned.notes:
         out.note(note)

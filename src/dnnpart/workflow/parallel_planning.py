@@ -147,13 +147,17 @@ def plan_parallel(
     optimizer: str | None = "adam",
     input_shapes: Sequence[Sequence[int]] = (),
     config: str | Path | None = None,
+    tensor: int | None = None,
+    pipeline: int | None = None,
+    schedules: Sequence[str] | None = None,
     check_exports: bool = False,
     notify: Notify | None = None,
     progress: ProgressFactory | None = None,
 ) -> ParallelPlan:
-    """The hybrid plans of ``spec`` on ``cluster`` (module docstring); ``check_exports``: check
-    the Megatron settings with megatron-core's own rules where it is installed (its import
-    takes seconds).
+    """The hybrid plans of ``spec`` on ``cluster`` (module docstring). ``tensor``, ``pipeline``:
+    fix that degree; ``schedules``: the schedules the search may choose (default all);
+    ``check_exports``: check the Megatron settings with megatron-core's own rules where it is
+    installed (its import takes seconds).
 
     Examples
     --------
@@ -166,6 +170,9 @@ def plan_parallel(
     from dnnpart.pricing.parallel_profile import unit_profiles
     from dnnpart.solvers.hybrid import SearchSpace, search_parallel
 
+    for name, value in (("--tensor-degree", tensor), ("--pipeline-degree", pipeline)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} {value}: expected >= 1")
     shapes = [tuple(int(x) for x in s) for s in input_shapes]
     if len(shapes) > 1 or (shapes and len(shapes[0]) != 2):
         raise UsageError("--parallel: give one input shape BATCH,SEQ (token ids), e.g. --input-shape 1,2048")
@@ -199,7 +206,10 @@ def plan_parallel(
         notes.append(f"the captured blocks differ by up to {profile.block_spread:.0%} in one figure "
                      "(values carried between blocks, such as rotary tables, or a block holding a "
                      "helper computation); each block is priced at the largest")
-    space = SearchSpace(dims=dims)
+    space = SearchSpace(dims=dims, tensor=None if tensor is None else (tensor,),
+                        pipeline=None if pipeline is None else (pipeline,))
+    if schedules:
+        space = replace(space, schedules=tuple(schedules))
     with phase(progress, f"searching {n} devices ({', '.join(sorted(dims))})"):
         result = search_parallel(profile, priced, global_batch=batch, devices=n, space=space)
         by_devices = {n: result.launchable.step_s if result.launchable else float("inf")}
