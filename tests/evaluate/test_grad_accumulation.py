@@ -74,3 +74,20 @@ def test_backward_grows_by_m_minus_one_accumulations(planned: object) -> None:
         assert acc > 0
         assert s4.backward_s == pytest.approx(4 * s1.backward_s + 3 * acc, rel=1e-9)
         assert s4.forward_s == pytest.approx(4 * s1.forward_s, rel=1e-9)
+
+
+def test_a_tied_weights_gradient_is_no_message_between_stages(planned: object) -> None:
+    """The head's stage computes the embedding matrix's gradient, which the embedding's stage
+    accumulates: runtimes sum the holders' gradients once per step, so no boundary carries it
+    per micro-batch (it did: a message of the whole matrix); the hidden state and its gradient
+    still cross."""
+    from dnnpart.pricing.chain import boundary_bytes
+
+    problem, plan = planned.problem, planned.require_plan()  # type: ignore[attr-defined]
+    a = plan.assignment
+    order = sorted(set(a.tolist()))
+    pos = np.array([order.index(d) for d in a.tolist()])
+    crossing = boundary_bytes(problem.graph, pos, len(order))
+    wte = 512 * 64 * 4
+    assert crossing.max() < wte  # nothing the size of the embedding matrix
+    assert crossing.sum() > 0
