@@ -557,10 +557,13 @@ def launch_ranks(
                 proc.start()
             pending = set(range(len(procs)))
             while pending:
-                failed = [r for r in sorted(pending) if procs[r].exitcode not in (None, 0)]
+                # one reading of the exit codes: a rank ending between two readings would leave
+                # the pending set unseen as failed
+                codes = {r: procs[r].exitcode for r in sorted(pending)}
+                failed = [r for r, code in codes.items() if code not in (None, 0)]
                 if failed:
                     raise RuntimeError(_failure(what, names, failed, tmp, procs))
-                pending = {r for r in pending if procs[r].exitcode is None}
+                pending = {r for r, code in codes.items() if code is None}
                 left = deadline - time.monotonic()
                 if pending and left <= 0:
                     running = ", ".join(names[r] for r in sorted(pending))
