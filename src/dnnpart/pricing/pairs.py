@@ -29,7 +29,7 @@ from dnnpart.stages import nonnegative_array
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["Topology", "inverse_bandwidth", "pair_time", "ring_allreduce_time"]
+__all__ = ["Topology", "inverse_bandwidth", "pair_time", "ring_allreduce_time", "ring_steps_time"]
 
 
 def inverse_bandwidth(bandwidth: npt.ArrayLike) -> FloatArray:
@@ -91,8 +91,30 @@ def ring_allreduce_time(inv_bandwidth: npt.ArrayLike, latency: npt.ArrayLike, de
     nxt = np.roll(ring, -1)
     inv = np.asarray(inv_bandwidth, dtype=np.float64)[ring, nxt]
     lat = np.asarray(latency, dtype=np.float64)[ring, nxt]
-    step = float(pair_time(nbytes / r, inv, lat).max())
-    return 2 * (r - 1) * step
+    return 2.0 * float(ring_steps_time(nbytes, inv, lat, r))
+
+
+def ring_steps_time(nbytes: npt.ArrayLike, inv_steps: npt.ArrayLike, lat_steps: npt.ArrayLike,
+                    size: int) -> Any:
+    """``size - 1`` steps of a ring collective of ``size`` members moving ``nbytes / size``
+    each, every step as slow as the slowest of the ring's links (``inv_steps``, ``lat_steps``:
+    one entry per link): an all-gather or a reduce-scatter; an all-reduce is two of them.
+    ``nbytes`` may be an array; 0 with one member or nothing sent.
+
+    Examples
+    --------
+    >>> float(ring_steps_time(4e3, [1e-3, 2e-3], [0.0, 0.0], 2))   # one step, the slower link
+    4.0
+    >>> ring_steps_time([0.0, 4e3], [1e-3], [1.0], 4).tolist()
+    [0.0, 6.0]
+    """
+    m = np.asarray(nbytes, dtype=np.float64)
+    if size < 2:
+        return 0.0 * m
+    inv = np.asarray(inv_steps, dtype=np.float64)
+    lat = np.asarray(lat_steps, dtype=np.float64)
+    step = pair_time(m[..., None] / size, inv, lat).max(axis=-1)
+    return np.where(m > 0, (size - 1) * step, 0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -63,7 +63,7 @@ import numpy.typing as npt
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import UsageError
 from dnnpart.pricing.chain import in_flight
-from dnnpart.pricing.pairs import inverse_bandwidth, pair_time
+from dnnpart.pricing.pairs import Topology, pair_time, ring_steps_time
 from dnnpart.pricing.parallel_profile import ModelProfile, UnitProfile
 
 __all__ = [
@@ -77,6 +77,7 @@ __all__ = [
     "combine_parts",
     "evaluate_parallel",
     "ideal_bound",
+    "schedule_span",
     "stage_flight",
     "stage_parts",
     "stage_terms",
@@ -161,18 +162,13 @@ class Ring:
     inv_bandwidth: FloatArray
 
     def allreduce(self, nbytes: Any) -> Any:
-        """Ring all-reduce seconds of ``nbytes`` (array or float): ``2 (r - 1)`` steps of
-        ``nbytes / r``, each as slow as the ring's slowest link
-        (:func:`~dnnpart.pricing.pairs.ring_allreduce_time`)."""
+        """Ring all-reduce seconds of ``nbytes`` (array or float): a reduce-scatter and an
+        all-gather (:func:`~dnnpart.pricing.pairs.ring_allreduce_time`)."""
         return 2.0 * self.gather(nbytes)
 
     def gather(self, nbytes: Any) -> Any:
-        """All-gather (or reduce-scatter) seconds: ``r - 1`` steps."""
-        if self.size < 2:
-            return 0.0 * np.asarray(nbytes, dtype=np.float64)
-        s = np.asarray(nbytes, dtype=np.float64) / self.size
-        steps = pair_time(s[..., None], self.inv_bandwidth, self.latency).max(axis=-1)
-        return (self.size - 1) * steps
+        """All-gather (or reduce-scatter) seconds (:func:`~dnnpart.pricing.pairs.ring_steps_time`)."""
+        return ring_steps_time(nbytes, self.inv_bandwidth, self.latency, self.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,14 +182,17 @@ class GroupLinks:
     next_stage: tuple[tuple[float, float], ...]  # (latency, inv_bandwidth) to stage s + 1
 
     @classmethod
-    def of(cls, cluster: Cluster, *, d: int, t: int, p: int) -> GroupLinks:
-        """Links of ``d x t x p`` on the first ``d t p`` accelerators of ``cluster``."""
-        acc = np.asarray(cluster.accelerators, dtype=np.int64)
-        if d * t * p > acc.size:
-            raise UsageError(f"parallel plan: {d * t * p} devices, the cluster has {acc.size} accelerators")
-        inv = inverse_bandwidth(cluster.bandwidth)
-        lat = np.asarray(cluster.latency, dtype=np.float64)
-        grid = acc[: d * t * p].reshape(p, d, t)  # [stage, replica, tensor rank]
+    def of(cls, cluster: Cluster, *, d: int, t: int, p: int,
+           topology: Topology | None = None) -> GroupLinks:
+        """Links of ``d x t x p`` on the first ``d t p`` accelerators of ``cluster``; ``topology``:
+        its accelerators' matrices (:meth:`~dnnpart.pricing.pairs.Topology.from_cluster`),
+        built once by a caller pricing many plans."""
+        n = cluster.n_accelerators
+        if d * t * p > n:
+            raise UsageError(f"parallel plan: {d * t * p} devices, the cluster has {n} accelerators")
+        topo = topology if topology is not None else Topology.from_cluster(cluster)
+        inv, lat = topo.inv_bandwidth, topo.latency
+        grid = np.arange(d * t * p).reshape(p, d, t)  # [stage, replica, tensor rank]
 
         def ring(groups: npt.NDArray[np.int64]) -> Ring:
             # every ring of the stage, its steps together: the slowest step of any of them
@@ -354,11 +353,21 @@ def combine_parts(parts: StageParts, *, stage: int, p: int, m: int, zero: int, s
 
 
 def stage_span(config: ParallelConfig) -> float:
-    """The step's multiplier of the bottleneck's per-micro-batch time: ``m + p - 1``, or
-    ``m + (p - 1) / v`` interleaved."""
-    if config.schedule == "interleaved":
-        return config.microbatches + (config.p - 1) / config.virtual
-    return float(config.microbatches + config.p - 1)
+    """The step's multiplier of the bottleneck's per-micro-batch time (:func:`schedule_span`)."""
+    return schedule_span(config.schedule, config.microbatches, config.p, config.virtual)
+
+
+def schedule_span(schedule: str, m: int, p: int, virtual: int = 1) -> float:
+    """``m + p - 1`` micro-batch times, or ``m + (p - 1) / v`` interleaved.
+
+    Examples
+    --------
+    >>> schedule_span("1f1b", 8, 4), schedule_span("interleaved", 8, 4, 2)
+    (11.0, 9.5)
+    """
+    if schedule == "interleaved":
+        return m + (p - 1) / virtual
+    return float(m + p - 1)
 
 
 @dataclass(frozen=True, slots=True)

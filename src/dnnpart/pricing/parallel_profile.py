@@ -141,7 +141,12 @@ def _accelerator_seconds(g: Graph, time_unit_s: float) -> FloatArray:
     return np.where(np.isfinite(out), out, 0.0)
 
 
-def _divided_nodes(g: Graph) -> npt.NDArray[np.bool_]:
+def _node_classes(g: Graph) -> list[str]:
+    """Every node's operator class (:func:`~dnnpart.cost.ops.op_class`; ``""`` without types)."""
+    return [op_class(t) for t in (g.op_types or ("",) * g.n_nodes)]
+
+
+def _divided_nodes(g: Graph, cls: list[str], alias: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
     """Per node: whether tensor parallelism divides its work (module docstring), by Megatron's
     layout propagated along the forward graph: a product with a weight whose input is whole is
     column-parallel (its output split), one whose input is split row-parallel (its output whole
@@ -149,9 +154,6 @@ def _divided_nodes(g: Graph) -> npt.NDArray[np.bool_]:
     keep their inputs' split, and any other operator is split when an input is. Products,
     embeddings and the attention core are always divided, and so is every operator on split
     values. A backward node follows the forward operator it differentiates."""
-    types = g.op_types or ("",) * g.n_nodes
-    cls = [op_class(t) for t in types]
-    alias = alias_nodes(g)
     res = g.memory_classes() == RESIDUAL
     weightish = res.copy()  # parameters and views of them
     split = np.zeros(g.n_nodes, dtype=np.bool_)
@@ -199,13 +201,11 @@ def _split_weight(g: Graph, v: int, cls: list[str], alias: npt.NDArray[np.bool_]
     return False
 
 
-def _unit_weights(g: Graph, unit: npt.NDArray[np.int64], n_units: int) -> tuple[FloatArray, FloatArray]:
+def _unit_weights(g: Graph, unit: npt.NDArray[np.int64], n_units: int, cls: list[str],
+                  alias: npt.NDArray[np.bool_]) -> tuple[FloatArray, FloatArray]:
     """Per unit, the weight bytes tensor parallelism splits and those it replicates; a weight
     counts in every unit holding or reading it (a tied embedding in the prologue and the
     epilogue, as :func:`~dnnpart.pricing.chain.weight_readers` counts it for stages)."""
-    types = g.op_types or ("",) * g.n_nodes
-    cls = [op_class(t) for t in types]
-    alias = alias_nodes(g)
     holders, sizes, readers = weight_readers(g)
     split, repl = np.zeros(n_units), np.zeros(n_units)
     for v, size, who in zip(holders.tolist(), sizes.tolist(), readers, strict=True):
@@ -215,12 +215,12 @@ def _unit_weights(g: Graph, unit: npt.NDArray[np.int64], n_units: int) -> tuple[
     return split, repl
 
 
-def _attention_nodes(g: Graph, divided: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+def _attention_nodes(g: Graph, divided: npt.NDArray[np.bool_],
+                     classes: list[str]) -> npt.NDArray[np.bool_]:
     """Forward nodes selective recomputation redoes: the attention core, and the divided
     non-product operators inside an attention module (their outputs are on the scores)."""
-    types = g.op_types or ("",) * g.n_nodes
     paths = g.module_paths or ("",) * g.n_nodes
-    cls = np.array([op_class(t) for t in types], dtype=object)
+    cls = np.array(classes, dtype=object)
     in_attn = np.array(["attn" in p.lower() or "attention" in p.lower() for p in paths])
     core: npt.NDArray[np.bool_] = (cls == "attention") | (in_attn & divided & (cls != "matmul"))
     return core & ~g.is_backward
@@ -261,11 +261,12 @@ def unit_profiles(g: Graph, *, time_unit_s: float, n_blocks: int, heads: int,
     fwd_up = MESSAGE_KINDS.index((UP, F, F))
     cuts = boundary_bytes(g, unit, n_units)[:, fwd_up]
     seconds = _accelerator_seconds(g, time_unit_s)
-    divided = _divided_nodes(g)
-    split_w, repl_w = _unit_weights(g, unit, n_units)
+    classes, alias = _node_classes(g), alias_nodes(g)
+    divided = _divided_nodes(g, classes, alias)
+    split_w, repl_w = _unit_weights(g, unit, n_units, classes, alias)
     stash = node_activation_bytes(g)
     working = piece_working(g, unit, n_units)
-    attn = _attention_nodes(g, divided)
+    attn = _attention_nodes(g, divided, classes)
     bw = g.is_backward
 
     def profile(u: int) -> UnitProfile:

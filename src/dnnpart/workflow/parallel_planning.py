@@ -94,12 +94,11 @@ class ParallelPlan:
                 "exports": self.exports, "notes": self.notes}
 
     def write(self, path: str | Path) -> Path:
-        """Write :meth:`to_dict` as JSON (atomically: a temporary file renamed)."""
-        target = Path(path)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False))
-        tmp.replace(target)
-        return target
+        """Write :meth:`to_dict` as JSON through the one output writer (atomic for a file)."""
+        from dnnpart.io.dnn_partitioning import write_text_atomic
+
+        write_text_atomic(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", path)
+        return Path(path)
 
 
 def model_facts(spec: str, seq: int | None, config: str | Path | None) -> tuple[Any, Any, str]:
@@ -180,9 +179,11 @@ def plan_parallel(
     if samples < 1 or (seq is not None and seq < 1):
         raise UsageError(f"--input-shape {samples},{seq}: expected positive sizes")
     facts, parsed, layer_key = model_facts(spec, seq, config)
+    if facts.layers < CAPTURED_LAYERS:
+        raise UsageError(f"--parallel: {spec} has {facts.layers} layer; hybrid plans need two or more")
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="dnnpart-parallel-") as tmp:
-        overrides = dict(parsed.overrides) | {layer_key: min(CAPTURED_LAYERS, facts.layers)}
+        overrides = dict(parsed.overrides) | {layer_key: CAPTURED_LAYERS}
         config_file = Path(tmp) / "config.json"
         config_file.write_text(json.dumps(overrides))
         captured = import_model(f"hf:{parsed.model_type}", cluster=cluster, specs=specs,
@@ -196,8 +197,6 @@ def plan_parallel(
     batch = global_batch if global_batch is not None else SEQUENCES_PER_DEVICE * n
     if batch < 1:
         raise UsageError(f"--global-batch {batch}: expected >= 1")
-    if facts.layers < CAPTURED_LAYERS:
-        raise UsageError(f"--parallel: {spec} has {facts.layers} layer; hybrid plans need two or more")
     profile = unit_profiles(captured.imported.graph, time_unit_s=priced.time_unit_s,
                             n_blocks=facts.layers, heads=facts.tensor_divisor, samples=samples)
     if precision in MIXED_PRECISIONS:  # an fp32 master copy beside fp32 optimizer state

@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from dnnpart.devices.cluster import Cluster
 from dnnpart.errors import UsageError
+from dnnpart.pricing.pairs import Topology
 from dnnpart.pricing.parallel import (
     RECOMPUTE,
     SCHEDULES,
@@ -47,9 +48,9 @@ from dnnpart.pricing.parallel import (
     device_capacity,
     evaluate_parallel,
     ideal_bound,
+    schedule_span,
     stage_flight,
     stage_parts,
-    stage_span,
 )
 from dnnpart.pricing.parallel_profile import ModelProfile
 
@@ -74,7 +75,6 @@ class SearchSpace:
     recompute: tuple[str, ...] = RECOMPUTE
     schedules: tuple[str, ...] = SCHEDULES
     virtual: tuple[int, ...] = (2, 4)
-    max_tensor: int | None = None
 
 
 def divisors(n: int) -> list[int]:
@@ -114,8 +114,7 @@ def global_choices(profile: ModelProfile, cluster: Cluster, *, devices: int, glo
     """Every outer choice of the space on ``devices`` accelerators (module docstring)."""
     L = profile.n_blocks
     node = machine_size(cluster)
-    cap_t = min(node, space.max_tensor or node)
-    ts = [t for t in divisors(devices) if profile.heads % t == 0 and t <= cap_t]
+    ts = [t for t in divisors(devices) if profile.heads % t == 0 and t <= node]
     if "tp" not in space.dims:
         ts = [1]
     if space.tensor is not None:
@@ -229,10 +228,7 @@ class _PartsCache:
 
 def _tables(cache: _PartsCache, links: GroupLinks, g: GlobalChoice, capacity: float) -> _Tables:
     even = g.schedule == "interleaved"
-    span = stage_span(ParallelConfig(d=g.d, t=g.t, p=g.p, zero=g.zero, micro_batch=g.b,
-                                     microbatches=g.m, schedule=g.schedule,
-                                     blocks=(1,) * g.p, recompute=("none",) * g.p,
-                                     virtual=g.virtual))
+    span = schedule_span(g.schedule, g.m, g.p, g.virtual)
     flight = np.array([[stage_flight(g.schedule, g.m, g.p, s, g.virtual)] for s in range(g.p)],
                       dtype=np.float64)
     rows = []
@@ -307,7 +303,7 @@ def choice_floor(profile: ModelProfile, g: GlobalChoice, gather: float | None = 
     """
     compute = (profile.n_blocks * profile.block.compute_s(g.t) + profile.prologue.compute_s(g.t)
                + profile.epilogue.compute_s(g.t))
-    span = g.m + (g.p - 1) / g.virtual if g.schedule == "interleaved" else g.m + g.p - 1
+    span = schedule_span(g.schedule, g.m, g.p, g.virtual)
     floor = span * g.b * compute / g.p
     if gather is None:
         return floor
@@ -359,6 +355,7 @@ def search_parallel(profile: ModelProfile, cluster: Cluster, *, global_batch: in
         raise UsageError(f"parallel plan: {n} devices, the cluster has {cluster.n_accelerators} "
                          "accelerators")
     capacity = device_capacity(cluster, n)
+    topology = Topology.from_cluster(cluster)  # once: a (D, D) inverse of the bandwidths
     best: tuple[float, GlobalChoice, list[int], list[str]] | None = None
     uniform: tuple[float, GlobalChoice, list[int], list[str]] | None = None
     by_t: dict[int, float] = {}
@@ -370,7 +367,7 @@ def search_parallel(profile: ModelProfile, cluster: Cluster, *, global_batch: in
     for g in global_choices(profile, cluster, devices=n, global_batch=global_batch, space=space):
         key = (g.d, g.t, g.p)
         if key not in links_of:
-            links_of[key] = GroupLinks.of(cluster, d=g.d, t=g.t, p=g.p)
+            links_of[key] = GroupLinks.of(cluster, d=g.d, t=g.t, p=g.p, topology=topology)
             gathers[key] = fullest_stage_gather(profile, links_of[key], g.t, g.p)
         # no stage of this choice can beat what every table it feeds already holds
         floor = choice_floor(profile, g, gathers[key])
