@@ -87,3 +87,31 @@ def test_mixed_precision_keeps_fp32_master_weights_and_state() -> None:
     assert bf16.profile.optimizer_k == 6.0  # an fp32 master copy and two fp32 moments per 2 bytes
     assert bf16.profile.block.weights[0] == pytest.approx(fp32.profile.block.weights[0] / 2)
     assert bf16.devices is not None and bf16.devices.n_accelerators == 4
+
+
+def test_plan_parallel_report_is_the_report_of_its_plan_file(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    plan, page = tmp_path / "hybrid.json", tmp_path / "page.html"
+    assert main(["-q", *BASE, "--parallel", "dp,tp,pp", "--global-batch", "8", "--pipeline-degree",
+                 "2", "-o", str(plan), "--report", str(page)]) == 0
+    again = tmp_path / "again.html"
+    assert main(["-q", "report", str(plan), "-o", str(again)]) == 0
+    text = page.read_text()
+    assert text == again.read_text()  # the page is a function of the plan file alone
+    for what in ("launchable", "Stages of the launchable plan", "memory per device", "What if",
+                 "Megatron-LM arguments", "DeepSpeed config"):
+        assert what in text, what
+    schedule = json.loads(plan.read_text())["launchable"]["config"]["schedule"]
+    assert ("schedule Gantt" in text) == (schedule in ("gpipe", "1f1b"))
+    capsys.readouterr()
+    assert main(["report", str(plan), "-o", str(tmp_path / "x.html"), "--schedule", "gpipe"]) == 2
+    err = capsys.readouterr().err
+    assert "--schedule does not apply to a hybrid plan file" in err and "Traceback" not in err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_spec_is_printed_as_written_not_as_an_emoji(capsys: pytest.CaptureFixture[str]) -> None:
+    from dnnpart.cli.render import Renderer
+
+    Renderer().print("hf:llama:num_hidden_layers=2 :smile:")
+    assert "hf:llama:num_hidden_layers=2 :smile:" in capsys.readouterr().out

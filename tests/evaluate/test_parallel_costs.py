@@ -98,3 +98,26 @@ def test_a_plan_over_capacity_does_not_fit() -> None:
     small = two_level(nodes=1, gpus=1, memory=1e6)
     cost = evaluate_parallel(profile(), small, config())
     assert not cost.fits and cost.step_s == math.inf
+
+
+def test_the_forward_share_is_the_forward_pass() -> None:
+    fast = two_level(nodes=1, gpus=2, intra=1e30, latency=0.0)
+    s = evaluate_parallel(profile(), fast, config(micro_batch=2, microbatches=2)).stages[0]
+    assert float(s.forward) == pytest.approx(2 * 4 * (2.0 + 0.5))  # b x the blocks' forward
+    cluster = two_level(nodes=2, gpus=2, intra=1e10, inter=1e9, latency=1e-6)
+    base = dict(d=1, t=2, p=2, blocks=(2, 2), microbatches=4)
+    by = {k: evaluate_parallel(profile(), cluster, config(recompute=(k, k), **base)).stages
+          for k in ("none", "selective", "full")}
+    for k, stages in by.items():
+        for s in stages:
+            assert 0.0 < float(s.forward) < float(s.tau) / 2, k  # the backward is the larger part
+    # recomputation runs in the backward: the forward share does not move
+    for s in range(2):
+        assert float(by["full"][s].forward) == pytest.approx(float(by["none"][s].forward))
+        assert float(by["full"][s].tau) > float(by["none"][s].tau)
+    z3 = evaluate_parallel(profile(), cluster, config(zero=3, d=2, t=1, p=2, blocks=(2, 2),
+                                                      microbatches=4, recompute=("none",) * 2)).stages
+    z0 = evaluate_parallel(profile(), cluster, config(zero=0, d=2, t=1, p=2, blocks=(2, 2),
+                                                      microbatches=4, recompute=("none",) * 2)).stages
+    for a, b in zip(z3, z0, strict=True):  # one of ZeRO-3's two gathers is the forward's
+        assert float(a.forward) - float(b.forward) == pytest.approx((float(a.tau) - float(b.tau)) / 2)

@@ -43,6 +43,22 @@ def reference_graph(n: int = 4, rng: random.Random | None = None) -> dict[str, A
     return {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 1, "nodes": nodes, "edges": edges}
 
 
+def hybrid_plan() -> dict[str, Any]:
+    """A valid hybrid plan file's content (``plan --parallel -o``), from a synthetic profile."""
+    from dnnpart.devices import reference_cluster
+    from dnnpart.pricing.parallel_profile import ModelProfile, UnitProfile
+    from dnnpart.solvers.hybrid import search_parallel
+
+    unit = UnitProfile(forward_s=(1.0, 0.1), backward_s=(2.0, 0.1), weights=(8e6, 1e3),
+                       stash=(4e6, 1e6), working=1e6, attention_s=0.2, attention_stash=1e6,
+                       boundary=1e5)
+    prof = ModelProfile(prologue=unit, block=unit, epilogue=unit, n_blocks=4, heads=4)
+    r = search_parallel(prof, reference_cluster(n_accelerators=4, n_cpus=0, memory_bytes=1e9),
+                        global_batch=8)
+    return {"format": "dnnpart.parallel-plan", "version": 1, "model": "hf:gpt2", "cluster": "c",
+            **r.to_dict(), "by_devices": {"4": r.launchable.step_s}, "exports": {}, "notes": []}
+
+
 def _write(folder: Path, name: str, data: Any) -> Path:
     path = folder / name
     path.write_text(data if isinstance(data, str) else json.dumps(data))

@@ -1,6 +1,6 @@
 """Class 8 of issue 13: one ``error:`` line naming the field, what was expected, what was got.
 
-200 seeded bad values in graph, cluster and plan files (wrong types, negative sizes, huge
+200 seeded bad values in graph, cluster, plan and hybrid plan files (wrong types, negative sizes, huge
 numbers, nulls, lists) must each produce one line of the form ``PATH: expected ..., got ...``
 where PATH is the offending field, and exit 2.
 """
@@ -15,15 +15,38 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 from clirun import assert_one_error_line, run_cli
-from corpus import reference_graph
+from corpus import hybrid_plan, reference_graph
 
 BAD_VALUES: list[Any] = ["abc", -5, None, [1], {"a": 1}, True, int("9" * 330), "1e999"]
 NODE_FIELDS = ("cpuLatency", "fpgaLatency", "size", "colorClass", "layerId", "supportedOnFpga")
 CLUSTER_FIELDS = ("memory_bytes", "speed", "count", "host_link_scale")
 
 
+#: fields of a hybrid plan file (``plan --parallel -o``) that ``report`` reads, as paths
+HYBRID_FIELDS = (("bound_s",), ("devices",), ("global_batch",), ("launchable", "step_s"),
+                 ("launchable", "config", "data"), ("best", "config", "microbatches"),
+                 ("launchable", "stages", 0, "tau_s"), ("launchable", "stages", 0, "memory_bytes"),
+                 ("launchable", "stages", 0, "in_flight"), ("model",))
+
+
+def _hybrid_case(rng: random.Random, folder: Path, i: int) -> tuple[list[str], str]:
+    data = hybrid_plan()
+    path = rng.choice(HYBRID_FIELDS)
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    value = rng.choice([v for v in BAD_VALUES if not (path == ("model",) and isinstance(v, str))])
+    target[path[-1]] = value
+    q = folder / f"hybrid{i}.json"
+    q.write_text(json.dumps(data))
+    name = ".".join(str(k) for k in path).replace(".0.", "[0].")
+    return ["report", str(q), "-o", str(folder / f"page{i}.html")], name
+
+
 def _case(rng: random.Random, folder: Path, i: int) -> tuple[list[str], str]:
-    kind = rng.randrange(3)
+    kind = rng.randrange(4)
+    if kind == 3:
+        return _hybrid_case(rng, folder, i)
     g = reference_graph(rng.randint(3, 6), rng)
     if kind == 0:
         node = rng.randrange(len(g["nodes"]))
@@ -65,3 +88,5 @@ def test_seeded_field_errors_name_the_field(tmp_path: Path) -> None:
         line = assert_one_error_line(code, err, must_name=field)
         assert "expected" in line, line
         assert "got" in line or "digits" in line, line
+    assert not list(tmp_path.glob("page*.html")), "a refused hybrid plan left a page behind"
+    assert list(tmp_path.glob("hybrid*.json")), "no hybrid plan file was drawn"

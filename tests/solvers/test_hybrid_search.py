@@ -101,6 +101,10 @@ def test_the_search_equals_brute_force(case) -> None:
     assert got_uniform == pytest.approx(uniform, rel=1e-9)
     assert r.by_tensor == pytest.approx(by_t, rel=1e-9)
     assert r.by_pipeline == pytest.approx(by_p, rel=1e-9)
+    # the what-if question (the launchable plan alone, stopping at the first floor above it)
+    alone = search_parallel(profile, cluster, global_batch=batch, launchable_only=True)
+    assert alone.best is None and not alone.by_tensor and not alone.by_pipeline
+    assert (alone.launchable.step_s if alone.launchable else math.inf) == pytest.approx(uniform, rel=1e-9)
     if r.launchable is not None:
         # the reported plan is what the formula says of it, fits, and lies above the bound
         again = evaluate_parallel(profile, cluster, r.launchable.config)

@@ -17,7 +17,6 @@ from dnnpart.errors import UsageError
 NOT_WITH_PARALLEL = {
     "method": "the hybrid search is its own method",
     "compare": "the hybrid search is its own method",
-    "report": "the HTML report covers placements, not hybrid plans yet",
     "objective": "hybrid plans minimise the training step time",
     "schedule": "the search chooses the schedule",
     "microbatches": "the search chooses the micro-batches (give --global-batch)",
@@ -67,7 +66,7 @@ def cmd_parallel(args: argparse.Namespace, out: Renderer) -> int:
 
     check_parallel_args(args)
     dims = parse_dimensions(args.parallel)
-    check_outputs(out, {"--out": args.out})
+    check_outputs(out, {"--out": args.out, "--report": args.report})
     with command_progress(out, "plan") as progress:
         planned = plan_parallel(
             args.model, cluster=args.cluster, dims=dims, global_batch=args.global_batch,
@@ -79,12 +78,18 @@ def cmd_parallel(args: argparse.Namespace, out: Renderer) -> int:
         out.note(note)
     if args.out and planned.result.launchable is not None:
         planned.write(args.out)
+    if args.report:
+        from dnnpart.workflow import write_parallel_report
+
+        write_parallel_report(planned.to_dict(), args.report)
     if out.json_mode:
         out.json(dumps(planned.to_dict()))
     else:
         print_parallel(planned, out)
         if args.out and planned.result.launchable is not None:
             out.note(f"plan written to {args.out} (its exports under \"exports\")")
+        if args.report:
+            out.note(f"report written to {args.report}")
     return EXIT_OK if planned.result.launchable is not None else EXIT_NO_PLAN
 
 

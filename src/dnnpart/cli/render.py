@@ -58,10 +58,10 @@ class Renderer:
         self.quiet = quiet
         self.progress_mode = "none" if quiet else progress
         # Piped output is read by people too: do not squeeze tables into 80 columns.
-        self.out = Console(highlight=False)
+        self.out = Console(highlight=False, emoji=False)
         if not self.out.is_terminal:
-            self.out = Console(highlight=False, width=140)
-        self.err = Console(stderr=True, highlight=False)
+            self.out = Console(highlight=False, width=140, emoji=False)
+        self.err = Console(stderr=True, highlight=False, emoji=False)
 
     def error(self, message: str) -> None:
         # One line, never wrapped, and the message (which quotes the input) is not markup.

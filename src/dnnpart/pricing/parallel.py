@@ -26,6 +26,10 @@ Per micro-batch, stage ``s`` takes (seconds)
 * ``Z_s``: ZeRO-3 gathers the stage's weights over the data group in every micro-batch's
   forward and backward.
 
+Of ``tau_s``, the forward pass takes its compute, its all-reduces (two per block, the
+embedding's), half the boundary messages (the activations) and one of ZeRO-3's gathers; the
+rest is the backward (with any recomputation): what a Gantt of the schedule draws.
+
 Per step, after the last backward, ``G_s``: the data-parallel gradient reduction of the stage's
 weights (a ring all-reduce; ZeRO-3 a reduce-scatter, its gathers being in ``Z_s``; ZeRO-1/2's
 reduce-scatter plus all-gather move what an all-reduce moves). Not overlapped with the backward
@@ -195,9 +199,11 @@ class GroupLinks:
         grid = np.arange(d * t * p).reshape(p, d, t)  # [stage, replica, tensor rank]
 
         def ring(groups: npt.NDArray[np.int64]) -> Ring:
-            # every ring of the stage, its steps together: the slowest step of any of them
+            # every ring of the stage, its steps together: the slowest step of any of them;
+            # distinct (latency, inverse bandwidth) pairs only, as the slowest is all that counts
             nxt = np.roll(groups, -1, axis=1)
-            return Ring(groups.shape[1], lat[groups, nxt].ravel(), inv[groups, nxt].ravel())
+            steps = np.unique(np.stack([lat[groups, nxt].ravel(), inv[groups, nxt].ravel()]), axis=1)
+            return Ring(groups.shape[1], steps[0], steps[1])
 
         tensor = tuple(ring(grid[s]) for s in range(p))
         data = tuple(ring(grid[s].T) for s in range(p))
@@ -215,6 +221,7 @@ class StageTerms:
     tau: Any
     sync: Any
     memory: Any
+    forward: Any  # the forward pass's part of tau (what a Gantt draws as F; tau - forward: B)
     weights: Any
     gradients: Any
     optimizer_state: Any
@@ -262,9 +269,12 @@ class StageParts:
     (:func:`combine_parts`): per micro-batch ``compute`` (compute, recomputation and tensor
     all-reduces) and ``pipeline`` (boundary messages, once), the rank's ``weights``, the data
     ring's all-gather time of them, the stash ``kept`` per micro-batch in flight and
-    ``rebuilt`` once, the ``working`` set and the largest unit's weights."""
+    ``rebuilt`` once, the ``working`` set and the largest unit's weights; ``forward``: the
+    forward pass's part of ``compute`` (its compute and all-reduces; recomputation runs in the
+    backward)."""
 
     compute: Any
+    forward: Any
     pipeline: Any
     weights: Any
     gather: Any
@@ -275,9 +285,11 @@ class StageParts:
 
 
 def stage_parts(profile: ModelProfile, links: GroupLinks, *, stage: int, n_blocks: Any, t: int,
-                d: int, p: int, b: int, recompute: str) -> StageParts:
-    """Stage ``stage``'s :class:`StageParts` with ``n_blocks`` blocks (a number or an array)."""
+                d: int, p: int, b: Any, recompute: str) -> StageParts:
+    """Stage ``stage``'s :class:`StageParts` with ``n_blocks`` blocks and micro-batches of ``b``
+    samples (each a number or an array; arrays broadcast against each other)."""
     n = np.asarray(n_blocks, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
     first, last = stage == 0, stage == p - 1
     extra = _units(profile, first, last)
     blk = profile.block
@@ -288,9 +300,10 @@ def stage_parts(profile: ModelProfile, links: GroupLinks, *, stage: int, n_block
     redo: Any
     kept: Any
     rebuilt: Any
-    if recompute == "full":
-        forward = n * blk.forward_at(t) + sum(u.forward_at(t) for u in extra)
-        redo, tp_count = b * forward, tp_count + 2.0 * n + (1.0 if first else 0.0)
+    forward_s = n * blk.forward_at(t) + sum(u.forward_at(t) for u in extra)
+    forward_tp = 2.0 * n + (1.0 if first else 0.0)  # the blocks' two and the embedding's
+    if recompute == "full":  # the forward again in the backward, its all-reduces too
+        redo, tp_count = b * forward_s, tp_count + forward_tp
         inputs = (n + (1.0 if last else 0.0)) * blk.boundary  # each block's and the head's input
         kept, rebuilt = b * inputs, b * max([blk.stash_at(t), *(u.stash_at(t) for u in extra)])
     elif recompute == "selective":
@@ -299,13 +312,15 @@ def stage_parts(profile: ModelProfile, links: GroupLinks, *, stage: int, n_block
         kept, rebuilt = b * (units_stash - dropped), 0.0 * n
     else:
         redo, kept, rebuilt = 0.0 * n, b * units_stash, 0.0 * n
-    pp = 0.0
+    pp = 0.0 * hidden
     for lower in ((stage - 1,) if not first else ()) + ((stage,) if not last else ()):
         lat, inv = links.next_stage[lower]
-        pp += 2.0 * float(pair_time(hidden, inv, lat))  # the activation up, its gradient down
+        pp = pp + 2.0 * pair_time(hidden, inv, lat)  # the activation up, its gradient down
     weights = n * blk.weights_at(t) + sum(u.weights_at(t) for u in extra)
+    allreduce = links.tensor[stage].allreduce(hidden)
     return StageParts(
-        compute=b * compute + redo + tp_count * links.tensor[stage].allreduce(hidden),
+        compute=b * compute + redo + tp_count * allreduce,
+        forward=b * forward_s + forward_tp * allreduce,
         pipeline=pp, weights=weights, gather=links.data[stage].gather(weights), kept=kept,
         rebuilt=rebuilt, working=max([blk.working, *(u.working for u in extra)]) / t,
         largest=max([blk.weights_at(t), *(u.weights_at(t) for u in extra)]))
@@ -347,7 +362,8 @@ def combine_parts(parts: StageParts, *, stage: int, p: int, m: int, zero: int, s
     g_mem = w / d if zero >= 2 else w
     o_mem = k * w / d if zero >= 1 else k * w
     memory = w_mem + g_mem + o_mem + act + parts.working
-    return StageTerms(tau=tau, sync=sync, memory=memory, weights=w_mem, gradients=g_mem,
+    forward = parts.forward + (parts.pipeline * virtual + gathers) / 2.0  # the sends up, one gather
+    return StageTerms(tau=tau, sync=sync, memory=memory, forward=forward, weights=w_mem, gradients=g_mem,
                       optimizer_state=o_mem, activations=act, working=parts.working,
                       in_flight=flight)
 
@@ -384,7 +400,8 @@ class ParallelCost:
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "step_s": self.step_s, "fits": self.fits,
                 "capacity_bytes": self.capacity,
-                "stages": [{"tau_s": float(s.tau), "sync_s": float(s.sync),
+                "stages": [{"tau_s": float(s.tau), "forward_s": float(s.forward),
+                            "sync_s": float(s.sync),
                             "memory_bytes": float(s.memory), "weights": float(s.weights),
                             "gradients": float(s.gradients),
                             "optimizer_state": float(s.optimizer_state),

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from dnnpart.workflow.parallel_planning import ParallelPlan, plan_parallel
     from dnnpart.workflow.planned import PlannedModel, RunnableModel
     from dnnpart.workflow.planning import compare_methods, plan_model
-    from dnnpart.workflow.reporting import ReportResult, write_report
+    from dnnpart.workflow.reporting import ReportResult, write_parallel_report, write_report
     from dnnpart.workflow.running import RunResult, TrainingRunResult, run_plan
     from dnnpart.workflow.simulating import Simulation, simulate_plan
     from dnnpart.workflow.solved import write_solved_plan
@@ -68,6 +68,7 @@ _MODULE_OF = {
     "compare_methods": "planning",
     "plan_model": "planning",
     "ReportResult": "reporting",
+    "write_parallel_report": "reporting",
     "write_report": "reporting",
     "RunResult": "running",
     "TrainingRunResult": "running",
@@ -173,6 +174,7 @@ __all__ = [
     "run_plan",
     "simulate_plan",
     "write_machine_file",
+    "write_parallel_report",
     "write_report",
     "write_solved_plan",
 ]

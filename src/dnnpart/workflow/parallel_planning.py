@@ -84,8 +84,10 @@ class ParallelPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan file's content (``format: dnnpart.parallel-plan``): data only."""
+        from dnnpart.viz.parallel_report import FORMAT
+
         f = self.facts
-        return {"format": "dnnpart.parallel-plan", "version": 1, "model": self.spec,
+        return {"format": FORMAT, "version": 1, "model": self.spec,
                 "cluster": self.cluster,
                 "model_sizes": {"layers": f.layers, "hidden": f.hidden, "heads": f.heads, "seq": f.seq},
                 "block_spread": self.profile.block_spread, **self.result.to_dict(),
@@ -214,7 +216,8 @@ def plan_parallel(
         by_devices = {n: result.launchable.step_s if result.launchable else float("inf")}
         k = n // 2
         while k >= max(1, n // WHAT_IF_FRACTION) and batch % k == 0 and k not in by_devices:
-            smaller = search_parallel(profile, priced, global_batch=batch, devices=k, space=space)
+            smaller = search_parallel(profile, priced, global_batch=batch, devices=k, space=space,
+                                      launchable_only=True)
             by_devices[k] = smaller.launchable.step_s if smaller.launchable else float("inf")
             k //= 2
     exports = launch_exports(result, facts, optimizer, check=check_exports)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dnnpart.errors import FormatError
+from dnnpart.errors import FormatError, UsageError
 from dnnpart.workflow.loading import load_plan
 from dnnpart.workflow.phases import ProgressFactory, loading_phase, phase
 from dnnpart.workflow.planned import PlannedModel
@@ -43,7 +43,9 @@ def write_report(
 
     Parameters
     ----------
-    plan : a :class:`PlannedModel` or a plan file (``dnnpart plan -o`` or ``dnnpart solve -o``).
+    plan : a :class:`PlannedModel` or a plan file (``dnnpart plan -o`` or ``dnnpart solve -o``);
+        a hybrid plan file (``plan --parallel -o``) gets its own page
+        (:func:`write_parallel_report`; the options below do not apply to it).
     out : the HTML file.
     schedule, microbatches : of the pipeline figures (default: the plan's, else ``1f1b``, 4).
     model, trust : for a plan file, as for :func:`~dnnpart.workflow.load_planned_model`.
@@ -71,8 +73,17 @@ def write_report(
         stored: Any = {"schedule": plan.schedule, "microbatches": plan.microbatches}
     else:
         from dnnpart.io import fields as f
+        from dnnpart.viz.parallel_report import FORMAT as PARALLEL_FORMAT
 
         data = f.require_mapping(f.read_json(plan), str(plan))
+        if data.get("format") == PARALLEL_FORMAT:  # a hybrid plan: its own page
+            for name, value in (("--schedule", schedule), ("--microbatches", microbatches),
+                                ("--model", model), ("--trust-plan", trust or None), ("--run", run)):
+                if value is not None:
+                    raise UsageError(f"{name} does not apply to a hybrid plan file ({plan}): it "
+                                     "names its schedule and runs no model")
+            with phase(progress, "writing report"):
+                return write_parallel_report(data, out, where=str(plan))
         raw = data.get("model")
         stored = raw if isinstance(raw, dict) else {}
         from dnnpart.workflow.loading import check_model_fields
@@ -99,6 +110,29 @@ def write_report(
         from dnnpart.io.output_files import write_output
 
         write_output(text, out)
+    return ReportResult(path=out, chars=len(text))
+
+
+def write_parallel_report(data: Any, out: str | Path, *, where: str = "the plan") -> ReportResult:
+    """Write the HTML page of a hybrid plan (:mod:`dnnpart.viz.parallel_report`): ``data`` is
+    a hybrid plan file's content (:meth:`~dnnpart.workflow.ParallelPlan.to_dict`), checked
+    field by field; ``where`` names it in messages.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dnnpart.workflow import plan_parallel
+    >>> r = plan_parallel("hf:gpt2:n_layer=4,n_embd=64,n_head=4", cluster="4xA100",
+    ...                   input_shapes=[(1, 32)], global_batch=8)
+    >>> written = write_parallel_report(r.to_dict(), os.path.join(tempfile.mkdtemp(), "r.html"))
+    >>> written.chars > 1000
+    True
+    """
+    from dnnpart.io.output_files import write_output
+    from dnnpart.viz.parallel_report import build_parallel_report, read_parallel_plan
+
+    text = build_parallel_report(read_parallel_plan(data, where))
+    write_output(text, out)
     return ReportResult(path=out, chars=len(text))
 
 

@@ -195,35 +195,40 @@ class _Tables:
 
 
 class _PartsCache:
-    """:func:`~dnnpart.pricing.parallel.stage_parts` of the current ``(t, d, p, b)``, every
-    stage's rows stacked (one array per field, a row per stage): the global choices differing
-    only in ZeRO stage and schedule share them."""
+    """:func:`~dnnpart.pricing.parallel.stage_parts` per ``(t, d, p)``, recomputation and
+    split kind, for every micro-batch size at once, every stage's rows stacked (one array per
+    field, ``[micro-batch size, stage, block count]``): the global choices differing only in
+    micro-batch size, ZeRO stage and schedule share them."""
 
     def __init__(self, profile: ModelProfile, recompute: Sequence[str]) -> None:
         self.profile = profile
         self.recompute = tuple(recompute)
-        self.key: tuple[int, ...] | None = None
-        self.parts: dict[tuple[int, bool], StageParts] = {}
+        self.parts: dict[tuple[int, ...], tuple[dict[int, int], StageParts]] = {}
 
     def get(self, links: GroupLinks, g: GlobalChoice, k: int, even: bool) -> StageParts:
-        key = (g.t, g.d, g.p, g.b)
-        if key != self.key:
-            self.key, self.parts = key, {}
-        hit = self.parts.get((k, even))
+        key = (g.t, g.d, g.p, k, int(even))
+        hit = self.parts.get(key)
         if hit is None:
             L = self.profile.n_blocks
             counts = np.array([L // g.p], dtype=np.float64) if even else \
                 np.arange(1, L - g.p + 2, dtype=np.float64)
+            sizes = divisors(g.b * g.m)  # every micro-batch size of this replica's batch
+            column = np.array(sizes, dtype=np.float64)[:, None]
             rows = [stage_parts(self.profile, links, stage=s, n_blocks=counts, t=g.t, d=g.d,
-                                p=g.p, b=g.b, recompute=self.recompute[k]) for s in range(g.p)]
+                                p=g.p, b=column, recompute=self.recompute[k]) for s in range(g.p)]
 
             def stack(name: str) -> FloatArray:
-                return np.stack([np.broadcast_to(np.asarray(getattr(r, name), dtype=np.float64),
-                                                 counts.shape) for r in rows])
+                out = np.empty((len(sizes), g.p, counts.size))
+                for s, r in enumerate(rows):
+                    out[:, s, :] = getattr(r, name)  # a float, a row or a table: broadcast
+                return out
 
-            hit = StageParts(**{f.name: stack(f.name) for f in fields(StageParts)})
-            self.parts[(k, even)] = hit
-        return hit
+            hit = ({size: i for i, size in enumerate(sizes)},
+                   StageParts(**{f.name: stack(f.name) for f in fields(StageParts)}))
+            self.parts[key] = hit
+        index, parts = hit
+        i = index[g.b]
+        return StageParts(**{f.name: getattr(parts, f.name)[i] for f in fields(StageParts)})
 
 
 def _tables(cache: _PartsCache, links: GroupLinks, g: GlobalChoice, capacity: float) -> _Tables:
@@ -324,9 +329,14 @@ def launchable_choice(g: GlobalChoice) -> bool:
 
 
 def search_parallel(profile: ModelProfile, cluster: Cluster, *, global_batch: int,
-                    devices: int | None = None, space: SearchSpace | None = None) -> HybridResult:
+                    devices: int | None = None, space: SearchSpace | None = None,
+                    launchable_only: bool = False) -> HybridResult:
     """The best and the best launchable plan of ``profile`` on ``devices`` accelerators of
-    ``cluster`` for ``global_batch`` samples per step (module docstring).
+    ``cluster`` for ``global_batch`` samples per step (module docstring). The global choices
+    are priced in the order of their floors (:func:`choice_floor`), so the first good plans
+    let the floors skip the rest. ``launchable_only``: the launchable plan alone (``best``
+    is ``None``, the what-if tables empty), the question a what-if per device count asks; its
+    search stops at the first floor no better than the incumbent.
 
     Raises
     ------
@@ -356,45 +366,57 @@ def search_parallel(profile: ModelProfile, cluster: Cluster, *, global_batch: in
                          "accelerators")
     capacity = device_capacity(cluster, n)
     topology = Topology.from_cluster(cluster)  # once: a (D, D) inverse of the bandwidths
-    best: tuple[float, GlobalChoice, list[int], list[str]] | None = None
-    uniform: tuple[float, GlobalChoice, list[int], list[str]] | None = None
-    by_t: dict[int, float] = {}
-    by_p: dict[int, float] = {}
     links_of: dict[tuple[int, int, int], GroupLinks] = {}
     gathers: dict[tuple[int, int, int], float] = {}
-    cache = _PartsCache(profile, space.recompute)
-    count = pruned = 0
+    floored: list[tuple[float, int, GlobalChoice]] = []
     for g in global_choices(profile, cluster, devices=n, global_batch=global_batch, space=space):
+        if launchable_only and not launchable_choice(g):
+            continue
         key = (g.d, g.t, g.p)
         if key not in links_of:
             links_of[key] = GroupLinks.of(cluster, d=g.d, t=g.t, p=g.p, topology=topology)
             gathers[key] = fullest_stage_gather(profile, links_of[key], g.t, g.p)
+        floored.append((choice_floor(profile, g, gathers[key]), len(floored), g))
+    # cheapest floor first: good incumbents early let the floors skip more choices
+    floored.sort(key=lambda item: (item[0], item[1]))
+    best: tuple[float, GlobalChoice, list[int], list[str]] | None = None
+    uniform: tuple[float, GlobalChoice, list[int], list[str]] | None = None
+    by_t: dict[int, float] = {}
+    by_p: dict[int, float] = {}
+    cache = _PartsCache(profile, space.recompute)
+    count = pruned = 0
+    for i, (floor, _, g) in enumerate(floored):
+        if launchable_only and uniform is not None and floor >= uniform[0]:
+            pruned += len(floored) - i  # the floors only grow from here
+            break
         # no stage of this choice can beat what every table it feeds already holds
-        floor = choice_floor(profile, g, gathers[key])
-        if (best is not None and uniform is not None and floor >= best[0] and floor >= uniform[0]
-                and floor >= by_t.get(g.t, math.inf) and floor >= by_p.get(g.p, math.inf)):
+        if not launchable_only and (best is not None and uniform is not None
+                                    and floor >= best[0] and floor >= uniform[0]
+                                    and floor >= by_t.get(g.t, math.inf)
+                                    and floor >= by_p.get(g.p, math.inf)):
             pruned += 1
             continue
         count += 1
-        tables = _tables(cache, links_of[key], g, capacity)
-        mixed = tables.values.min(axis=1)
-        if g.schedule == "interleaved":
-            per_stage = [profile.n_blocks // g.p] * g.p
-            value = float(mixed[:, 0].max())
-            found = (value, per_stage) if math.isfinite(value) else (math.inf, [])
-        else:
-            found = best_split(mixed, profile.n_blocks)
-        value, split = found
-        if split and (best is None or value < best[0]):
-            column = [0 if g.schedule == "interleaved" else k - 1 for k in split]
-            rec = [tables.recompute[int(np.argmin(tables.values[s, :, column[s]]))]
-                   for s in range(g.p)]
-            best = (value, g, split, rec)
-        if split:
-            by_t[g.t] = min(by_t.get(g.t, math.inf), value)
-            by_p[g.p] = min(by_p.get(g.p, math.inf), value)
-        if not launchable_choice(g):
-            continue
+        tables = _tables(cache, links_of[(g.d, g.t, g.p)], g, capacity)
+        if not launchable_only:
+            mixed = tables.values.min(axis=1)
+            if g.schedule == "interleaved":
+                per_stage = [profile.n_blocks // g.p] * g.p
+                value = float(mixed[:, 0].max())
+                found = (value, per_stage) if math.isfinite(value) else (math.inf, [])
+            else:
+                found = best_split(mixed, profile.n_blocks)
+            value, split = found
+            if split and (best is None or value < best[0]):
+                column = [0 if g.schedule == "interleaved" else k - 1 for k in split]
+                rec = [tables.recompute[int(np.argmin(tables.values[s, :, column[s]]))]
+                       for s in range(g.p)]
+                best = (value, g, split, rec)
+            if split:
+                by_t[g.t] = min(by_t.get(g.t, math.inf), value)
+                by_p[g.p] = min(by_p.get(g.p, math.inf), value)
+            if not launchable_choice(g):
+                continue
         for k, r in enumerate(tables.recompute):
             rows = tables.values[:, k, :]
             if g.schedule == "interleaved":
