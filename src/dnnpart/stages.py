@@ -110,7 +110,10 @@ class PipelineStages:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stage:
-    """One pipeline stage: times per micro-batch on its devices, bytes, replica devices."""
+    """One pipeline stage: times per micro-batch on its devices, bytes, replica devices.
+
+    ``recomputed``: with recomputation, the part of ``forward`` its backward runs again
+    (:func:`dnnpart.pricing.chain.recomputed_forward`); ``None`` means all of it."""
 
     devices: tuple[int, ...]
     forward: float
@@ -119,14 +122,24 @@ class Stage:
     activation_bytes: float = 0.0
     input_bytes: float = 0.0
     name: str = ""
+    #: the forward time a recomputation runs again (``None``: all of ``forward``)
+    recomputed: float | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
             raise UsageError(f"stage {self.name}: needs at least one device")
-        for what in ("forward", "backward", "weight_bytes", "activation_bytes", "input_bytes"):
+        for what in ("forward", "backward", "weight_bytes", "activation_bytes", "input_bytes",
+                     "recomputed"):
             x = getattr(self, what)
+            if x is None:
+                continue
             if not (math.isfinite(x) and x >= 0):
                 raise UsageError(f"stage {self.name}: {what} must be finite and >= 0, got {x}")
+
+    @property
+    def recompute_time(self) -> float:
+        """What a recomputing backward adds: ``recomputed``, else the whole forward."""
+        return self.forward if self.recomputed is None else self.recomputed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -121,3 +121,17 @@ def test_the_forward_share_is_the_forward_pass() -> None:
                                                       microbatches=4, recompute=("none",) * 2)).stages
     for a, b in zip(z3, z0, strict=True):  # one of ZeRO-3's two gathers is the forward's
         assert float(a.forward) - float(b.forward) == pytest.approx((float(a.tau) - float(b.tau)) / 2)
+
+
+def test_full_recomputation_redoes_the_blocks_not_the_embedding_or_the_head() -> None:
+    fast = two_level(nodes=1, gpus=1, intra=1e30, latency=0.0, memory=math.inf)
+    head = UnitProfile(forward_s=(5.0, 0.0), backward_s=(10.0, 0.0), weights=(1e6, 0.0),
+                       stash=(3e6, 0.0), working=0.0, attention_s=0.0, attention_stash=0.0,
+                       boundary=1e5)
+    prof = profile(prologue=head, epilogue=head)
+    none = evaluate_parallel(prof, fast, config(micro_batch=2)).stages[0]
+    full = evaluate_parallel(prof, fast, config(micro_batch=2, recompute=("full",))).stages[0]
+    # Megatron checkpoints the transformer layers: 4 blocks' forward again, per sample
+    assert float(full.tau) - float(none.tau) == pytest.approx(2 * 4 * (2.0 + 0.5))
+    # stash: each block's input and the embedding's and the head's own, one block rebuilt
+    assert float(full.activations) == pytest.approx(2 * (4 * 1e5 + 2 * 3e6) + 2 * (6e6 + 2e6))

@@ -34,6 +34,7 @@ from dnnpart.pricing.chain import (
     optimizer_factor,
     per_microbatch,
     positions_sum,
+    recomputed_forward,
     stage_memory,
     stage_weights,
 )
@@ -192,9 +193,11 @@ def _stage_list(problem: Problem, c: _Chain) -> tuple[list[Any], list[Any]]:
     n_stages = len(c.order)
     fw = positions_sum(np.where(g.is_backward, 0.0, c.times), c.pos, n_stages)
     bw = positions_sum(np.where(g.is_backward, c.times, 0.0), c.pos, n_stages)
+    redo = recomputed_forward(c.times, g, c.pos, n_stages)
     stages = [Stage(devices=(d,), forward=float(fw[i]), backward=float(bw[i]),
                     weight_bytes=float(c.weights[i]), activation_bytes=float(c.acts[i]),
-                    input_bytes=float(c.inputs[i]), name=problem.cluster.devices[d].name)
+                    input_bytes=float(c.inputs[i]), name=problem.cluster.devices[d].name,
+                    recomputed=float(redo[i]))
               for i, d in enumerate(c.order)]
     edges = []
     for j in range(n_stages - 1):

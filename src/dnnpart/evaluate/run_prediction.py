@@ -67,6 +67,7 @@ from dnnpart.pricing.chain import (
     in_flight,
     node_activation_bytes,
     positions_sum,
+    recomputed_forward,
     stage_memory,
     stage_parameter_bytes,
     stage_weights,
@@ -114,7 +115,8 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
     """Predict what ``run`` measures for ``plan`` run on the devices ``order`` (one rank each,
     in pipeline order; see the module docstring). ``output_bytes``: one micro-batch's model
     output (training: the tensor the loss reads; inference: every output collected);
-    ``recompute``: every stage recomputes its forward in its backward (training).
+    ``recompute``: every stage recomputes its forward in its backward (training), up to its last
+    stashed value (:func:`~dnnpart.pricing.chain.recomputed_forward`).
 
     Examples
     --------
@@ -145,6 +147,9 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
     accumulate = [accumulation_seconds(cluster.devices[d].spec, sizes)
                   for d, sizes in zip(order, stage_parameter_bytes(g, pos, len(order)), strict=True)] \
         if training and (pos >= 0).all() else [0.0] * len(order)
+    # nodes off the pipeline (position -1) go to a bucket of their own, dropped
+    redo = recomputed_forward(times, g, np.where(pos >= 0, pos, len(order)), len(order) + 1)[:-1] \
+        if training and recompute else np.zeros(len(order))
     stages = []
     for i, d in enumerate(order):
         mine = a == d
@@ -154,7 +159,9 @@ def predict_run(problem: Problem, plan: Plan, order: Sequence[int], *, training:
             + (m - 1) * accumulate[i]
         ws = working_set(g, mine & ~update, nbytes, held, scratch)
         if training and recompute:
-            bw += fw  # the forward again, inside each backward
+            # the forward again inside each backward, up to the last value it stashes (the
+            # loss is outside the checkpointed stage): chain.recomputed_forward
+            bw += float(redo[i]) * m
             f = in_flight(schedule, m, len(order), i, True)
             memory = {"weights": float(weights[i]), "gradients": float(weights[i]),
                       "held": f * ws.leaving, "working": max(ws.peak - ws.leaving, 0.0),

@@ -26,6 +26,13 @@ Model (choices, also in ``docs/methods/block-pipeline.md``):
   (forward again with recomputation) plus paper 4's Eq. 6 for every message at its two
   boundaries (``latency + bytes / bandwidth`` of the device pair, on both ends): Eq. 5 with
   one replica, which is also paper 1's per-device load with carried transfers.
+* **Recomputation** (``--recompute``): a stage's backward runs its forward again first, as
+  ``torch.utils.checkpoint`` (non-reentrant) does over the stage, which stops once every
+  value the backward reads has been rebuilt: the forward operators after the stage's last
+  stashed value (in the graph's order) are not run again -- a language model's head, whose
+  logits only the loss (outside the stage's module) reads, costs one forward, not two
+  (:func:`recomputed_forward`; before, every stage counted its whole forward twice, measured
+  24% over on the last stage of a recomputed Llama run, ``docs/results/prediction-accuracy.md``).
 * **Memory** of stage ``i`` of ``S``: weights ``W`` (the parameters it holds or reads: a tied
   weight read by two stages counts in both), with training also gradients ``W`` and optimizer
   state ``k W``, plus the activations of the micro-batches in flight: GPipe ``m``, 1F1B
@@ -56,6 +63,7 @@ from dnnpart.pricing.pairs import Topology
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 UP, DOWN = 0, 1
 F, B = 0, 1
@@ -89,6 +97,7 @@ __all__ = [
     "optimizer_factor",
     "per_microbatch",
     "positions_sum",
+    "recomputed_forward",
     "stage_memory",
     "stage_parameter_bytes",
     "stage_weights",
@@ -339,12 +348,55 @@ def stage_parameter_bytes(g: Graph, position: npt.ArrayLike, n_positions: int) -
 
 def chain_compute(times: FloatArray, g: Graph, position: npt.ArrayLike, n_positions: int,
                   recompute: bool) -> FloatArray:
-    """Compute per position: forward + backward node times (forward twice with recomputation
-    on a training graph)."""
+    """Compute per position: forward + backward node times, plus with recomputation on a
+    training graph the forward the recomputation runs again (:func:`recomputed_forward`)."""
     pos = np.asarray(position, dtype=np.int64)
     fw = np.bincount(pos[~g.is_backward], weights=times[~g.is_backward], minlength=n_positions)
     bw = np.bincount(pos[g.is_backward], weights=times[g.is_backward], minlength=n_positions)
-    out: FloatArray = (fw + bw + (fw if recompute and g.is_training else 0.0)).astype(np.float64)
+    out: FloatArray = (fw + bw).astype(np.float64)
+    if recompute and g.is_training:
+        out += recomputed_forward(times, g, pos, n_positions)
+    return out
+
+
+def recomputation_ends(g: Graph) -> BoolArray:
+    """Per node, whether a stage's recomputation must rebuild it: a forward value its backward
+    reads (:func:`~dnnpart.pricing.liveness.stashed`). Not parameters (the module's own) nor
+    constant fills: the gradient's seed (``ones_like`` of the captured loss, which the
+    backward reads) lies outside the stage's module, where the run's own loss is.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> recomputation_ends(chain_graph(2, memory_bytes=1.0)).tolist()  # no backward: every output
+    [True, True]
+    """
+    fill = np.zeros(g.n_nodes, dtype=np.bool_) if g.op_types is None else \
+        np.fromiter((t == "fill" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
+    out: BoolArray = stashed(g) & (g.memory_classes() != RESIDUAL) & ~g.is_backward & ~fill
+    return out
+
+
+def recomputed_forward(times: FloatArray, g: Graph, position: npt.ArrayLike,
+                       n_positions: int) -> FloatArray:
+    """Per position, the forward time its recomputation runs: its forward nodes in the
+    graph's order up to the last one :func:`recomputation_ends` marks (module docstring,
+    "Recomputation"); 0 for a position that stashes nothing.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> g = chain_graph(3, memory_bytes=2.0)   # no backward: every forward output counts
+    >>> recomputed_forward(np.array([1.0, 2.0, 4.0]), g, [0, 0, 1], 2).tolist()
+    [3.0, 4.0]
+    """
+    pos = np.asarray(position, dtype=np.int64)
+    ends = np.flatnonzero(recomputation_ends(g))
+    last = np.full(n_positions, -1, dtype=np.int64)
+    np.maximum.at(last, pos[ends], ends)
+    forward = ~g.is_backward & (np.arange(g.n_nodes) <= last[pos])
+    out: FloatArray = np.bincount(pos[forward], weights=times[forward],
+                                  minlength=n_positions).astype(np.float64)
     return out
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.blocks import BlockUnits, node_units
+from dnnpart.graph.core import Graph
 from dnnpart.pricing.chain import (
     MESSAGE_KINDS,
     UP,
@@ -28,6 +29,7 @@ from dnnpart.pricing.chain import (
     node_activation_bytes,
     optimizer_factor,
     positions_sum,
+    recomputation_ends,
     stage_memory,
     weight_readers,
 )
@@ -56,6 +58,9 @@ class ChainTables:
     inputs : ``(U,)`` bytes a stage starting at unit ``a`` receives from below.
     working : ``(U,)`` one micro-batch's working set of each unit beyond its stash
         (:func:`~dnnpart.pricing.liveness.piece_working`); a stage counts its largest.
+    recompute : ``(len(devices), U + 1, U + 1)``: with recomputation, the forward time a stage
+        of units ``[a, b)`` runs again (:func:`~dnnpart.pricing.chain.recomputed_forward`,
+        which depends on where the stage ends, so no prefix sum); ``None`` without.
     """
 
     units: BlockUnits
@@ -69,6 +74,7 @@ class ChainTables:
     capacity: FloatArray
     k: float
     training: bool
+    recompute: FloatArray | None = None
 
     @property
     def n_units(self) -> int:
@@ -78,6 +84,8 @@ class ChainTables:
         """Times of stage ``i`` holding units ``[a, b)``, for an array of starts ``a``."""
         starts = np.asarray(a, dtype=np.int64)
         t = self.compute[i, b] - self.compute[i, starts]
+        if self.recompute is not None:
+            t = t + self.recompute[i, starts, b]
         if i > 0:
             t = t + np.where(starts > 0, self.boundary[np.maximum(starts - 1, 0), i - 1], 0.0)
         if b < self.n_units:
@@ -122,9 +130,11 @@ def chain_tables(problem: Problem, units: BlockUnits | None = None) -> ChainTabl
     n_units = units.n_units
     devices = stage_devices(problem)
     compute = np.zeros((len(devices), n_units + 1))
-    for i, d in enumerate(devices):
-        times = node_times(g, cluster, np.full(g.n_nodes, d, np.int64))
-        compute[i, 1:] = np.cumsum(chain_compute(times, g, units.unit, n_units, obj.recompute))
+    times = np.stack([node_times(g, cluster, np.full(g.n_nodes, d, np.int64)) for d in devices])
+    for i in range(len(devices)):
+        compute[i, 1:] = np.cumsum(chain_compute(times[i], g, units.unit, n_units, False))
+    recompute = interval_recompute(g, units.unit, n_units, times) \
+        if obj.recompute and g.is_training else None
     crossing = boundary_bytes(g, units.unit, n_units)
     topo = Topology.from_matrices(cluster.bandwidth, cluster.latency)
     boundary = np.zeros((max(n_units - 1, 0), max(len(devices) - 1, 0)))
@@ -143,7 +153,48 @@ def chain_tables(problem: Problem, units: BlockUnits | None = None) -> ChainTabl
         weights=_interval_weights(problem, units), activations=acts, inputs=inputs,
         working=piece_working(g, units.unit, n_units),
         capacity=cluster.memory_capacity()[np.asarray(devices, np.int64)].astype(np.float64),
-        k=optimizer_factor(g), training=g.is_training)
+        k=optimizer_factor(g), training=g.is_training, recompute=recompute)
+
+
+def interval_recompute(g: Graph, unit: IntArray, n_units: int, times: FloatArray) -> FloatArray:
+    """``R[i, a, b]``: the forward time a stage of units ``[a, b)`` recomputes with node times
+    ``times[i]`` (:func:`~dnnpart.pricing.chain.recomputed_forward` of that stage).
+
+    A forward node ``n`` of unit ``u`` is rebuilt by a stage ``[a, b)`` holding it when its id
+    is at most ``L(a, b)``, the last id :func:`~dnnpart.pricing.chain.recomputation_ends`
+    marks among units ``[a, b)``; ``L`` only grows as ``a`` falls, so for each ``b`` the node
+    counts for every ``a <= min(u, A_n)``, ``A_n`` the last start whose ``L`` reaches it: one
+    sorted search and one sum per ``b`` (units need not be contiguous in the graph's order).
+    Rows of identical node times are computed once.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> g = chain_graph(3, memory_bytes=2.0)
+    >>> r = interval_recompute(g, np.array([0, 1, 2]), 3, np.array([[1.0, 2.0, 4.0]]))
+    >>> float(r[0, 0, 3]), float(r[0, 1, 2])
+    (7.0, 2.0)
+    """
+    out = np.zeros((times.shape[0], n_units + 1, n_units + 1))
+    forward = np.flatnonzero(~g.is_backward)
+    fu = np.asarray(unit, dtype=np.int64)[forward]
+    ends = recomputation_ends(g)[forward]
+    last = np.full(n_units, -1, dtype=np.int64)  # per unit, its last node a recomputation needs
+    np.maximum.at(last, fu[ends], forward[ends])
+    rows, inverse = np.unique(times, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for b in range(1, n_units + 1):
+        reach = np.maximum.accumulate(last[:b][::-1])[::-1]  # L(a, b), nonincreasing in a
+        inside = fu < b
+        ids, own = forward[inside], fu[inside]
+        # the starts a with L(a, b) >= id: a prefix of 0..b-1 since L falls with a
+        count = np.searchsorted(-reach, -ids, side="right")
+        upto = np.minimum(count - 1, own)  # the node counts for a = 0..upto
+        keep = upto >= 0
+        for r, row in enumerate(rows):
+            per = np.bincount(upto[keep], weights=row[ids[keep]], minlength=b)
+            out[inverse == r, :b, b] = np.cumsum(per[::-1])[::-1]
+    return out
 
 
 def _interval_weights(problem: Problem, units: BlockUnits) -> FloatArray:

@@ -15,7 +15,8 @@ Per micro-batch, stage ``s`` takes (seconds)
 
 * ``C_s(t)``: forward + backward compute per sample (:class:`~dnnpart.pricing.parallel_profile.
   UnitProfile`: the divided part over ``t``);
-* ``R_s``: recomputation: ``full`` redoes every forward (and its tensor-parallel all-reduces),
+* ``R_s``: recomputation: ``full`` redoes every block's forward (and its tensor-parallel
+  all-reduces; Megatron checkpoints the transformer layers, not the embedding or the head),
   ``selective`` the attention core only;
 * ``TP_s``: Megatron's all-reduces of the hidden state over the tensor group: two in each
   block's forward and two in its backward, one after the vocabulary-parallel embedding's
@@ -45,7 +46,8 @@ search; with equal stages it is the usual ``(m + p - 1) tau + G``).
 gradients too (2) and weights too (3, plus the largest unit's gathered weights) by ``d``; the
 stash of the micro-batches in flight (:func:`~dnnpart.pricing.chain.in_flight`; interleaved:
 Megatron's warm-up count ``2 (p - s - 1) + (v - 1) p + 1`` chunks of ``1/v`` each), full
-recomputation stashing each unit's input and rebuilding one unit's stash; the largest unit's
+recomputation stashing each block's input (the embedding's and the head's stash whole) and
+rebuilding one block's stash; the largest unit's
 working set as captured (one sample: its weight gradients and temporaries; choice: not scaled
 with ``b``, the weight-sized part does not grow with it). A plan fits when every device's
 memory is at most its capacity.
@@ -302,10 +304,12 @@ def stage_parts(profile: ModelProfile, links: GroupLinks, *, stage: int, n_block
     rebuilt: Any
     forward_s = n * blk.forward_at(t) + sum(u.forward_at(t) for u in extra)
     forward_tp = 2.0 * n + (1.0 if first else 0.0)  # the blocks' two and the embedding's
-    if recompute == "full":  # the forward again in the backward, its all-reduces too
-        redo, tp_count = b * forward_s, tp_count + forward_tp
-        inputs = (n + (1.0 if last else 0.0)) * blk.boundary  # each block's and the head's input
-        kept, rebuilt = b * inputs, b * max([blk.stash_at(t), *(u.stash_at(t) for u in extra)])
+    if recompute == "full":  # each block's forward again in its backward, all-reduces too
+        # Megatron checkpoints the transformer layers only: the embedding and the head keep
+        # their stash and run once
+        redo, tp_count = b * n * blk.forward_at(t), tp_count + 2.0 * n
+        kept = b * (n * blk.boundary + sum(u.stash_at(t) for u in extra))
+        rebuilt = b * blk.stash_at(t) + 0.0 * n
     elif recompute == "selective":
         redo = b * (n * blk.attention_s + sum(u.attention_s for u in extra)) / t
         dropped = (n * blk.attention_stash + sum(u.attention_stash for u in extra)) / t

@@ -6,7 +6,8 @@ Model (``docs/simulate.md``):
   replica devices (ring order = the order given, paper 4 Eq. 7 follows replica index order);
   micro-batch ``j`` of a step runs on replica ``j mod r_s``;
 * per micro-batch a stage runs a forward op ``F`` (time ``forward``) and, when training, a
-  backward op ``B`` (``backward``, plus ``forward`` again with recomputation);
+  backward op ``B`` (``backward``, plus with recomputation the forward it runs again:
+  ``Stage.recompute_time``, the whole ``forward`` unless the stage says less);
 * dependencies are :class:`StageEdge` entries (stage, phase) -> (stage, phase) with bytes per
   micro-batch; a transfer between two devices takes the shared transfer time of
   :mod:`dnnpart.pricing.pairs` (``latency + bytes / bandwidth`` of the routed pair, zero on
@@ -202,7 +203,7 @@ def simulate_pipeline(
         dur[op(s, 0, F) + js * phases] = st.forward
         if training:
             dev[op(s, 0, B) + js * phases] = on
-            dur[op(s, 0, B) + js * phases] = st.backward + (st.forward if recompute else 0.0)
+            dur[op(s, 0, B) + js * phases] = st.backward + (st.recompute_time if recompute else 0.0)
             src_parts.append(op(s, 0, F) + js * phases)
             dst_parts.append(op(s, 0, B) + js * phases)
             delay_parts.append(np.zeros(m))
@@ -248,7 +249,7 @@ def simulate_pipeline(
     bubble = 1.0 - busy / (used * step) if step > 0 else 0.0
     # Eq. 5 stage time (the shared one): compute + inter-stage transfers per micro-batch +
     # all-reduce (training), the worst pipeline copy of each stage
-    compute = np.array([st.forward + (st.backward + (st.forward if recompute else 0.0)
+    compute = np.array([st.forward + (st.backward + (st.recompute_time if recompute else 0.0)
                                       if training else 0.0) for st in stages])
     stage_times = eq5_stage_times(
         compute, [st.devices for st in stages], topo, "full",
