@@ -51,3 +51,20 @@ def test_unrolled_lstm_grows_with_layers_and_steps() -> None:
 def test_bad_workload_parameters_are_named(spec: str, message: str) -> None:
     with pytest.raises(FormatError, match=message):
         parse_workload(spec)
+
+
+def test_the_transformers_inner_width_is_its_feed_forward() -> None:
+    pytest.importorskip("transformers")
+    from dnnpart.zoo.captured import workload_source
+
+    def params_of(spec: str) -> int:
+        name, params = parse_workload(spec)
+        return sum(p.numel() for p in workload_source(name, params).module.parameters())
+
+    base = "zoo:deep-transformer:layers=2,width=64,heads=4,seq=8"
+    four = params_of(base)  # inner 0: four times the width, GPT-2's default
+    assert params_of(base + ",inner=256") == four
+    # each layer's two feed-forward matrices and the first one's bias shrink with it
+    assert four - params_of(base + ",inner=128") == 2 * (2 * 64 * 128 + 128)
+    with pytest.raises(FormatError, match="inner"):
+        parse_workload("zoo:deep-transformer:inner=-1")

@@ -15,7 +15,11 @@ device and, by default, as a real **training** graph from autograd
 * ``wide-resnet`` -- WRN-d-k on 32x32 images (Zagoruyko & Komodakis): ``depth=28``,
   ``widen=10`` by default; ``depth`` must be ``6n + 4`` (up to ~600), ``widen`` up to 14+.
 * ``deep-transformer`` -- GPT-2 with 48 layers (``n_embd=1600, n_head=25``, GPT-2 1.5 B
-  shape), 128 tokens; the parameters ``layers``, ``width``, ``heads`` and ``seq`` change it.
+  shape), 128 tokens; the parameters ``layers``, ``width``, ``heads``, ``inner`` (the
+  feed-forward width; 0, the default: four times ``width``) and ``seq`` change it. Paper 2's
+  TRN (its Table 3: 52 layers, inner 4,096 -- printed 4098 -- model dimension 2,048, 1.99 B
+  parameters) is ``zoo:deep-transformer:layers=52,width=2048,heads=16,inner=4096`` (1.85 B
+  with GPT-2's vocabulary).
 
 Model sizes are whatever the parameters say; capture runs on fake tensors, so nothing of the
 model's size is allocated.
@@ -60,7 +64,7 @@ WORKLOADS: dict[str, Workload] = {
         "Wide ResNet WRN-28-10 on 32x32 images (depth 6n+4, widening k)",
     ),
     "deep-transformer": Workload(
-        {"layers": 48, "width": 1600, "heads": 25, "seq": 128, "batch": 1},
+        {"layers": 48, "width": 1600, "heads": 25, "inner": 0, "seq": 128, "batch": 1},
         "GPT-2 48 layers, n_embd 1600, 25 heads (the 1.5 B shape), 128 tokens",
     ),
 }
@@ -100,7 +104,7 @@ def parse_workload(spec: str) -> tuple[str, dict[str, Any]]:
             number = int(value)
         except ValueError:
             raise FormatError(f"{spec}: {key}: expected an integer, got {value!r}") from None
-        if number < (0 if key == "training" else 1):
+        if number < (0 if key in ("training", "inner") else 1):
             raise FormatError(f"{spec}: {key}: expected a positive integer, got {number}")
         low, high, why = PARAMETER_BOUNDS[key]
         params[key] = check_int_range(number, f"{spec}: {key}", low, high, why)
@@ -125,6 +129,7 @@ PARAMETER_BOUNDS: dict[str, tuple[int, int, str]] = {
     "depth": (10, 1000, _CAPTURE),
     "hidden": (1, 65536, "tensor sizes multiply it"),
     "width": (1, 65536, "tensor sizes multiply it"),
+    "inner": (0, 262144, "tensor sizes multiply it"),
     "channels": (1, 65536, "tensor sizes multiply it"),
     "widen": (1, 64, "tensor sizes multiply it"),
     "heads": (1, 1024, "one operator group per head"),
@@ -148,7 +153,8 @@ def workload_source(name: str, params: dict[str, Any]) -> ModelSource:
         from dnnpart.frontends.sources import resolve_model
 
         spec = (f"hf:gpt2:n_layer={params['layers']},n_embd={params['width']},n_head={params['heads']},"
-                f"n_positions={max(1024, params['seq'])}")
+                f"n_positions={max(1024, params['seq'])}"
+                + (f",n_inner={params['inner']}" if params["inner"] else ""))
         return resolve_model(spec, input_shapes=[(params["batch"], params["seq"])])
     with torch.device("meta"):
         if name in ("word-rnn", "word-rnn-2"):
