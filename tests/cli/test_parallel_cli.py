@@ -115,3 +115,13 @@ def test_a_spec_is_printed_as_written_not_as_an_emoji(capsys: pytest.CaptureFixt
 
     Renderer().print("hf:llama:num_hidden_layers=2 :smile:")
     assert "hf:llama:num_hidden_layers=2 :smile:" in capsys.readouterr().out
+
+
+def test_an_unbounded_cluster_writes_a_plan_file_and_its_page(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    plan, page = tmp_path / "hybrid.json", tmp_path / "page.html"
+    code = main(["-q", "plan", GPT2, "--input-shape", "1,32", "--cluster", "two-level:nodes=1,gpus=2",
+                 "--parallel", "dp,pp", "--global-batch", "4", "-o", str(plan), "--report", str(page)])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads(plan.read_text())  # JSON has no infinity: the capacity is null
+    assert data["launchable"]["capacity_bytes"] is None and page.exists()

@@ -57,6 +57,7 @@ def test_the_page_has_every_section_and_escapes_what_the_file_says() -> None:
     (("launchable", "config", "zero"), 4, "launchable.config.zero"),
     (("launchable", "config", "virtual"), 3, "launchable.config.virtual"),
     (("launchable", "stages", 0, "tau_s"), -1.0, "launchable.stages[0].tau_s"),
+    (("launchable", "stages", 0, "sync_s"), float("inf"), "launchable.stages[0].sync_s"),
     (("launchable", "stages", 0, "weights"), "x", "launchable.stages[0].weights"),
     (("launchable", "stages"), [], "pipeline stages but"),
     (("by_devices",), {"zero": 1.0}, "by_devices"),

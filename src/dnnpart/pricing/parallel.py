@@ -403,7 +403,8 @@ class ParallelCost:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "step_s": self.step_s, "fits": self.fits,
-                "capacity_bytes": self.capacity,
+                # JSON has no infinity: an unbounded device's capacity is null
+                "capacity_bytes": self.capacity if math.isfinite(self.capacity) else None,
                 "stages": [{"tau_s": float(s.tau), "forward_s": float(s.forward),
                             "sync_s": float(s.sync),
                             "memory_bytes": float(s.memory), "weights": float(s.weights),

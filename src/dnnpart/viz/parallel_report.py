@@ -96,7 +96,8 @@ class ParallelPlanFile:
 
 
 def _seconds(value: Any, where: str) -> float:
-    return f.number(value, where, minimum=0.0, allow_inf=True)
+    # plan files hold finite numbers only (written with allow_nan=False; "none" is null)
+    return f.number(value, where, minimum=0.0)
 
 
 def _stage(raw: Any, where: str, blocks: int, recompute: str) -> StageRow:
@@ -154,8 +155,8 @@ def _plan(raw: Any, where: str) -> PlanRow | None:
         config=config,
         step_s=_seconds(plan.get("step_s", f.MISSING), f"{where}.step_s"),
         fits=f.flag(plan.get("fits", True), f"{where}.fits"),
-        capacity_bytes=f.number(plan.get("capacity_bytes", math.inf), f"{where}.capacity_bytes",
-                                allow_inf=True),
+        capacity_bytes=math.inf if plan.get("capacity_bytes") is None else
+        f.number(plan["capacity_bytes"], f"{where}.capacity_bytes"),  # null: unbounded
         stages=tuple(_stage(s, f"{where}.stages[{i}]", blocks[i], recompute[i])
                      for i, s in enumerate(stages)))
 
