@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from dnnpart.cli.args import input_shapes
@@ -78,12 +77,13 @@ def cmd_parallel(args: argparse.Namespace, out: Renderer) -> int:
         out.note(note)
     if args.out and planned.result.launchable is not None:
         planned.write(args.out)
+    data = planned.to_dict()  # the plan file's content: the page and --json show it too
     if args.report:
         from dnnpart.workflow import write_parallel_report
 
-        write_parallel_report(planned.to_dict(), args.report)
+        write_parallel_report(data, args.report)
     if out.json_mode:
-        out.json(dumps(planned.to_dict()))
+        out.json(dumps(data))
     else:
         print_parallel(planned, out)
         if args.out and planned.result.launchable is not None:
@@ -93,17 +93,11 @@ def cmd_parallel(args: argparse.Namespace, out: Renderer) -> int:
     return EXIT_OK if planned.result.launchable is not None else EXIT_NO_PLAN
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.1f}" if math.isfinite(seconds) else "-"
-
-
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:,.2f}"
-
-
 def print_parallel(planned: Any, out: Renderer) -> None:
     """The two plans side by side, the bound, per-stage memory, what-if tables, exports."""
     from rich.table import Table
+
+    from dnnpart.viz.parallel_report import gb, ms
 
     r = planned.result
     f = planned.facts
@@ -123,29 +117,29 @@ def print_parallel(planned: Any, out: Renderer) -> None:
         table.add_row(label, str(c.d), str(c.t), str(c.p), str(c.zero),
                       f"{c.micro_batch} x {c.microbatches}", sched, "/".join(map(str, c.blocks)),
                       "/".join(sorted(set(c.recompute))) if c.uniform else "/".join(c.recompute),
-                      _ms(cost.step_s))
+                      ms(cost.step_s))
     out.print(table)
     gap = r.gap
-    out.print(f"bound {_ms(r.bound_s)} ms (the model's compute spread perfectly over {r.devices} "
+    out.print(f"bound {ms(r.bound_s)} ms (the model's compute spread perfectly over {r.devices} "
               f"devices; over every plan of the cost model): launchable plan within {gap:.1%} of it")
     mem = Table(title="launchable plan per stage (per device; GB)", title_justify="left")
     for col in ("stage", "tau (ms)", "sync (ms)", "weights", "grads", "optimizer", "activations",
                 "working", "total", "capacity"):
         mem.add_column(col)
     for s, t in enumerate(r.launchable.stages):
-        mem.add_row(str(s), _ms(float(t.tau)), _ms(float(t.sync)), _gb(float(t.weights)),
-                    _gb(float(t.gradients)), _gb(float(t.optimizer_state)), _gb(float(t.activations)),
-                    _gb(float(t.working)), _gb(float(t.memory)), _gb(r.launchable.capacity))
+        mem.add_row(str(s), ms(float(t.tau)), ms(float(t.sync)), gb(float(t.weights)),
+                    gb(float(t.gradients)), gb(float(t.optimizer_state)), gb(float(t.activations)),
+                    gb(float(t.working)), gb(float(t.memory)), gb(r.launchable.capacity))
     out.print(mem)
     what_if = Table(title="what if (best step, ms)", title_justify="left")
     what_if.add_column("fixed")
     what_if.add_column("best step (ms)")
     for k, v in sorted(r.by_tensor.items()):
-        what_if.add_row(f"tensor {k}", _ms(v))
+        what_if.add_row(f"tensor {k}", ms(v))
     for k, v in sorted(r.by_pipeline.items()):
-        what_if.add_row(f"pipeline {k}", _ms(v))
+        what_if.add_row(f"pipeline {k}", ms(v))
     for k, v in sorted(planned.by_devices.items()):
-        what_if.add_row(f"{k} devices (launchable)", _ms(v))
+        what_if.add_row(f"{k} devices (launchable)", ms(v))
     out.print(what_if)
     ex = planned.exports
     out.print("Megatron-LM: " + " ".join(ex["megatron"]["args"])

@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dnnpart.graph.core import CONTROL, RESIDUAL, Graph
-from dnnpart.pricing.liveness import accumulations, stashed, value_bytes
+from dnnpart.pricing.liveness import accumulations, ops_named, stashed, value_bytes
 from dnnpart.pricing.pairs import Topology
 
 FloatArray = npt.NDArray[np.float64]
@@ -371,9 +371,8 @@ def recomputation_ends(g: Graph) -> BoolArray:
     >>> recomputation_ends(chain_graph(2, memory_bytes=1.0)).tolist()  # no backward: every output
     [True, True]
     """
-    fill = np.zeros(g.n_nodes, dtype=np.bool_) if g.op_types is None else \
-        np.fromiter((t == "fill" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
-    out: BoolArray = stashed(g) & (g.memory_classes() != RESIDUAL) & ~g.is_backward & ~fill
+    out: BoolArray = (stashed(g) & (g.memory_classes() != RESIDUAL) & ~g.is_backward
+                      & ~ops_named(g, "fill"))
     return out
 
 

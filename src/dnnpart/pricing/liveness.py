@@ -60,10 +60,18 @@ def alias_nodes(g: Graph) -> BoolArray:
     return np.fromiter((op_class(t) == "view" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
 
 
-def _getitems(g: Graph) -> BoolArray:
+def ops_named(g: Graph, name: str) -> BoolArray:
+    """Per node, whether its operator type is ``name``; all ``False`` without operator types.
+
+    Examples
+    --------
+    >>> from dnnpart.testing import chain_graph
+    >>> ops_named(chain_graph(2), "add").tolist()
+    [False, False]
+    """
     if g.op_types is None:
         return np.zeros(g.n_nodes, dtype=np.bool_)
-    return np.fromiter((t == "getitem" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
+    return np.fromiter((t == name for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
 
 
 def value_bytes(g: Graph) -> FloatArray:
@@ -79,7 +87,7 @@ def value_bytes(g: Graph) -> FloatArray:
     out_bytes = g.node_output_bytes() if g.output_bytes is not None else g.memory_bytes
     keep = (g.memory_classes() == NORMAL) & ~alias_nodes(g)
     if g.op_types is not None:
-        getitem = _getitems(g)
+        getitem = ops_named(g, "getitem")
         split = np.zeros(g.n_nodes, dtype=np.bool_)
         src = g.edge_sources()
         split[src[getitem[g.succ_idx]]] = True
@@ -142,11 +150,8 @@ def stashed(g: Graph) -> BoolArray:
 def accumulations(g: Graph) -> BoolArray:
     """Per node, whether it sums a parameter's gradients in place (see the module docstring):
     a backward ``add`` no operator reads."""
-    if g.op_types is None:
-        return np.zeros(g.n_nodes, dtype=np.bool_)
     sink = np.diff(g.succ_ptr) == 0
-    add = np.fromiter((t == "add" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
-    out: BoolArray = g.is_backward & sink & add
+    out: BoolArray = g.is_backward & sink & ops_named(g, "add")
     return out
 
 
@@ -158,7 +163,7 @@ def loss_inputs(g: Graph) -> BoolArray:
         return out
     src = g.edge_sources()
     dst = g.succ_idx.astype(np.int64)
-    fill = np.fromiter((t == "fill" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
+    fill = ops_named(g, "fill")
     fw_readers = np.zeros(g.n_nodes, dtype=np.int64)  # the gradient's seed (ones_like) aside
     np.add.at(fw_readers, src[~g.is_backward[dst] & ~fill[dst]], 1)
     reduce = np.fromiter((op_class(t) == "reduce" for t in g.op_types), dtype=np.bool_, count=g.n_nodes)
@@ -187,7 +192,7 @@ class Liveness(NamedTuple):
 
 def liveness(g: Graph) -> Liveness:
     """The :class:`Liveness` of ``g`` (:func:`bases`, :func:`accumulations`, the getitems)."""
-    return Liveness(bases(g), accumulations(g), _getitems(g))
+    return Liveness(bases(g), accumulations(g), ops_named(g, "getitem"))
 
 
 def working_set(g: Graph, members: BoolArray, nbytes: FloatArray,

@@ -60,6 +60,7 @@ replicated work and recomputation only add).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -377,6 +378,21 @@ def stage_span(config: ParallelConfig) -> float:
     return schedule_span(config.schedule, config.microbatches, config.p, config.virtual)
 
 
+def step_time(config: ParallelConfig, tau: Sequence[float], sync: Sequence[float]) -> float:
+    """The step of ``config`` with these stages' ``tau_s`` and ``G_s``:
+    ``max_s [span tau_s + G_s]`` (module docstring).
+
+    Examples
+    --------
+    >>> c = ParallelConfig(d=1, t=1, p=2, zero=0, micro_batch=1, microbatches=4,
+    ...                    schedule="1f1b", blocks=(1, 1), recompute=("none", "none"))
+    >>> step_time(c, [1.0, 2.0], [3.0, 0.5])   # (4 + 2 - 1) x 2 + 0.5
+    10.5
+    """
+    span = stage_span(config)
+    return max(span * t + g for t, g in zip(tau, sync, strict=True))
+
+
 def schedule_span(schedule: str, m: int, p: int, virtual: int = 1) -> float:
     """``m + p - 1`` micro-batch times, or ``m + (p - 1) / v`` interleaved.
 
@@ -441,8 +457,7 @@ def evaluate_parallel(profile: ModelProfile, cluster: Cluster, config: ParallelC
                     recompute=config.recompute[s], schedule=config.schedule,
                     virtual=config.virtual)
         for s in range(config.p))
-    span = stage_span(config)
-    step = max(span * float(s.tau) + float(s.sync) for s in terms)
+    step = step_time(config, [float(s.tau) for s in terms], [float(s.sync) for s in terms])
     fits = all(float(s.memory) <= cap for s in terms)
     return ParallelCost(config=config, step_s=step if fits else math.inf, stages=terms,
                         capacity=cap, fits=fits)

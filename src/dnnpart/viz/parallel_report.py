@@ -33,15 +33,16 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dnnpart.errors import FormatError
 from dnnpart.io import fields as f
 from dnnpart.pricing.parallel import RECOMPUTE, SCHEDULES, ParallelConfig
+from dnnpart.viz.page import gantt_png, html_page, html_table, png
 
-__all__ = ["FORMAT", "ParallelPlanFile", "build_parallel_report", "read_parallel_plan"]
+__all__ = ["FORMAT", "ParallelPlanFile", "build_parallel_report", "gb", "ms", "read_parallel_plan"]
 
 FORMAT = "dnnpart.parallel-plan"
 #: the memory parts of a stage, in the order the tables and bars show them
@@ -211,18 +212,22 @@ def read_parallel_plan(data: Mapping[str, Any], where: str) -> ParallelPlanFile:
         notes=tuple(f.text(n, f"{where}.notes[{i}]") for i, n in enumerate(notes)))
 
 
-def _ms(seconds: float) -> str:
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds for a table (``-`` for no value), as the CLI prints them.
+
+    >>> ms(3.5554), ms(float("inf"))
+    ('3,555.4', '-')
+    """
     return f"{seconds * 1e3:,.1f}" if math.isfinite(seconds) else "-"
 
 
-def _gb(nbytes: float) -> str:
+def gb(nbytes: float) -> str:
+    """Bytes as GB for a table (``-`` for no value).
+
+    >>> gb(26.52e9)
+    '26.52'
+    """
     return f"{nbytes / 1e9:,.2f}" if math.isfinite(nbytes) else "-"
-
-
-def _rows(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
-            + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-            + "</table>")
 
 
 def _describe(plan: PlanRow) -> list[str]:
@@ -231,14 +236,14 @@ def _describe(plan: PlanRow) -> list[str]:
     rec = [s.recompute for s in plan.stages]
     return [str(c.d), str(c.t), str(c.p), str(c.zero), f"{c.micro_batch} x {c.microbatches}", sched,
             "/".join(str(s.blocks) for s in plan.stages),
-            rec[0] if len(set(rec)) == 1 else "/".join(rec), _ms(plan.step_s)]
+            rec[0] if len(set(rec)) == 1 else "/".join(rec), ms(plan.step_s)]
 
 
 def formula_step(plan: PlanRow) -> float:
     """The cost model's step, ``max_s [span tau_s + G_s]`` (:mod:`dnnpart.pricing.parallel`)."""
-    from dnnpart.pricing.parallel import stage_span
+    from dnnpart.pricing.parallel import step_time
 
-    return max(stage_span(plan.config) * s.tau_s + s.sync_s for s in plan.stages)
+    return step_time(plan.config, [s.tau_s for s in plan.stages], [s.sync_s for s in plan.stages])
 
 
 def schedule_timeline(plan: PlanRow) -> tuple[Any, float]:
@@ -282,15 +287,6 @@ def schedule_timeline(plan: PlanRow) -> tuple[Any, float]:
     return timeline, float((ends + sync).max()) / 1e3
 
 
-def _png(fig: Any) -> str:
-    import base64
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _memory_figure(plt: Any, plan: PlanRow) -> str:
     import numpy as np
 
@@ -308,39 +304,28 @@ def _memory_figure(plt: Any, plan: PlanRow) -> str:
     ax.set_ylabel("GB per device")
     ax.legend(fontsize="small", ncols=3)
     ax.set_title("memory per device of each stage (launchable plan)")
-    out = _png(fig)
+    out = png(fig)
     plt.close(fig)
     return out
 
 
 def _gantt(plt: Any, plan: PlanRow) -> str:
-    import numpy as np
 
     c = plan.config
     if c.schedule not in ("gpipe", "1f1b"):
         return (f"<h2>Schedule</h2><p>No Gantt: the pipeline simulator runs GPipe and 1F1B, not "
                 f"{html.escape(c.schedule)} (v={c.virtual}); the step is the formula's "
-                f"{_ms(formula_step(plan))} ms.</p>")
+                f"{ms(formula_step(plan))} ms.</p>")
     if 2 * c.p * c.microbatches > GANTT_LIMIT:
         return (f"<h2>Schedule</h2><p>No Gantt: {c.p} stages x {c.microbatches} micro-batches "
                 f"is more than {GANTT_LIMIT:,} operations to draw.</p>")
     tl, step = schedule_timeline(plan)
-    colour = ["#999999" if w == "G" else "#F58518" if str(w).startswith("B") else "#4C78A8"
-              for w in tl.what]
-    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.45 * c.p))
-    ax.barh(np.asarray(tl.resource), np.asarray(tl.end) - np.asarray(tl.start), left=tl.start,
-            color=colour, edgecolor="white", height=0.8, linewidth=0.3)
-    ax.set_yticks(range(c.p), labels=list(tl.resources))
-    ax.invert_yaxis()
-    ax.set_xlabel("ms")
-    ax.set_title(f"{c.schedule}, {c.microbatches} micro-batches per replica "
-                 "(F blue, B orange, data-parallel reduction grey)")
-    img = _png(fig)
-    plt.close(fig)
+    img = gantt_png(plt, tl, title=f"{c.schedule}, {c.microbatches} micro-batches per replica "
+                                   "(F blue, B orange, data-parallel reduction grey)", phases=True)
     formula = formula_step(plan)
     return (f"<h2>Schedule</h2><p>One pipeline replica simulated with the stages' times per "
-            f"micro-batch: step {_ms(step)} ms; the cost model's formula (what the search "
-            f"minimises, a per-stage maximum) {_ms(formula)} ms, "
+            f"micro-batch: step {ms(step)} ms; the cost model's formula (what the search "
+            f"minimises, a per-stage maximum) {ms(formula)} ms, "
             f"{(formula - step) / step:+.1%} from it (they agree when the stages are equal).</p>"
             f'<img alt="schedule Gantt" src="{img}">')
 
@@ -373,8 +358,8 @@ def _build(plan: ParallelPlanFile) -> str:
     summary = [
         ("model", plan.model), ("cluster", plan.cluster), ("devices", str(plan.devices)),
         ("global batch", f"{plan.global_batch} samples per step"),
-        ("launchable step", f"{_ms(launch.step_s)} ms" if launch else "no plan fits"),
-        ("bound", f"{_ms(plan.bound_s)} ms: the model's compute for the global batch spread "
+        ("launchable step", f"{ms(launch.step_s)} ms" if launch else "no plan fits"),
+        ("bound", f"{ms(plan.bound_s)} ms: the model's compute for the global batch spread "
                   f"perfectly over {plan.devices} devices (over every plan of the cost model)"),
         ("launchable plan's gap to the bound", gap),
         ("global choices", f"{plan.choices} priced, {plan.pruned} skipped by their floor "
@@ -387,25 +372,26 @@ def _build(plan: ParallelPlanFile) -> str:
     parts.append("<h2>Plans</h2><p>The best plan may recompute differently per stage; the "
                  "launchable one is what Megatron-LM, torchtitan and DeepSpeed take (one "
                  "recomputation, no ZeRO-2/3 with pipeline stages) and what the exports carry.</p>"
-                 + _rows(head, [[label, *_describe(p)] for label, p in
+                 + html_table(head, [[label, *_describe(p)] for label, p in
                                 (("best", best), ("launchable", launch)) if p is not None]))
     if launch is not None:
         head = ("stage", "blocks", "recompute", "per micro-batch (ms)", "of it forward (ms)",
                 "reduction (ms)", *(k.replace("_", " ") + " (GB)" for k in MEMORY_PARTS),
                 "total (GB)", "capacity (GB)", "in flight")
-        rows = [[str(i), str(s.blocks), s.recompute, _ms(s.tau_s), _ms(s.forward_s), _ms(s.sync_s),
-                 *(_gb(s.parts[k]) for k in MEMORY_PARTS), _gb(s.memory_bytes),
-                 _gb(launch.capacity_bytes), str(s.in_flight)] for i, s in enumerate(launch.stages)]
-        parts.append("<h2>Stages of the launchable plan (per device)</h2>" + _rows(head, rows))
+        rows = [[str(i), str(s.blocks), s.recompute, ms(s.tau_s), ms(s.forward_s), ms(s.sync_s),
+                 *(gb(s.parts[k]) for k in MEMORY_PARTS), gb(s.memory_bytes),
+                 gb(launch.capacity_bytes), str(s.in_flight)] for i, s in enumerate(launch.stages)]
+        parts.append("<h2>Stages of the launchable plan (per device)</h2>" + html_table(head, rows))
         parts.append(f'<img alt="memory per device" src="{_memory_figure(plt, launch)}">')
         parts.append(_gantt(plt, launch))
-    what_if = [[f"{k} devices", _ms(v)] for k, v in sorted(plan.by_devices.items())]
-    what_if += [[f"tensor degree {k}", _ms(v)] for k, v in sorted(plan.by_tensor.items())]
-    what_if += [[f"pipeline depth {k}", _ms(v)] for k, v in sorted(plan.by_pipeline.items())]
+    what_if = [[f"{k} devices", ms(v)] for k, v in sorted(plan.by_devices.items())]
+    what_if += [[f"tensor degree {k}", ms(v)] for k, v in sorted(plan.by_tensor.items())]
+    what_if += [[f"pipeline depth {k}", ms(v)] for k, v in sorted(plan.by_pipeline.items())]
     if what_if:
         parts.append("<h2>What if</h2><p>The best launchable step per device count (the search "
                      "again on fewer devices, the same global batch); the best step with the "
-                     "tensor degree or pipeline depth fixed.</p>" + _rows(("fixed", "step (ms)"), what_if))
+                     "tensor degree or pipeline depth fixed.</p>"
+                     + html_table(("fixed", "step (ms)"), what_if))
     exports = []
     for name, label in (("megatron", "Megatron-LM arguments"), ("torchtitan", "torchtitan overrides"),
                         ("deepspeed", "DeepSpeed config")):
@@ -416,10 +402,5 @@ def _build(plan: ParallelPlanFile) -> str:
         parts.append("<h2>Exports (the launchable plan)</h2>" + "".join(exports))
     if plan.notes:
         parts.append("<h2>Notes</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in plan.notes))
-    style = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
-             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}"
-             "th{background:#f3f3f3}img{max-width:100%}pre{background:#f7f7f7;padding:.5em;"
-             "white-space:pre-wrap}")
-    title = f"dnnpart hybrid plan report: {html.escape(plan.model)}"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}"
-            f"</style></head><body><h1>{title}</h1>{''.join(parts)}</body></html>")
+    return html_page(f"dnnpart hybrid plan report: {plan.model}", "".join(parts),
+                     style="pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap}")

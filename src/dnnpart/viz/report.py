@@ -33,9 +33,7 @@ Content (choices, also in docs/report.md):
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ from dnnpart.evaluate import evaluate
 from dnnpart.frontends.build import ImportedModel
 from dnnpart.plan import Plan, SolveResult
 from dnnpart.problem import Problem
+from dnnpart.viz.page import gantt_png, html_page, html_table, png
 from dnnpart.viz.stages import plan_stages
 
 
@@ -69,12 +68,6 @@ def _fmt_bytes(x: float) -> str:
         if x >= scale:
             return f"{x / scale:.3g} {unit}"
     return f"{x:.0f} B"
-
-
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def comparison_rows(results: Sequence[tuple[str, SolveResult | str]]) -> list[dict[str, Any]]:
@@ -122,13 +115,6 @@ def layer_rows(problem: Problem, plan: Plan) -> list[tuple[str, str, str, str, s
             for layer, cfg in zip(layers, configs, strict=True)]
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]] | list[list[str]], *, cls: str = "") -> str:
-    attr = f' class="{cls}"' if cls else ""
-    return (f"<table{attr}><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
-            + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-            + "</table>")
-
-
 def _num(x: float | None, unit: str = "") -> str:
     if x is None or not math.isfinite(x):
         return "-"
@@ -137,22 +123,10 @@ def _num(x: float | None, unit: str = "") -> str:
 
 def _timeline_figures(plt: Any, tl: Any, *, title: str, gantt: str) -> list[str]:
     """A Gantt of a simulator's :class:`~dnnpart.simulate.Timeline` and its memory curves."""
-    parts: list[str] = []
-    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(tl.resources)))
     # pipeline: forward blue, backward orange; ops: compute blue; transfers and the rest grey
-    colour = ["#F58518" if gantt == "pipeline" and str(w).startswith("B") else
-              "#4C78A8" if (gantt == "pipeline" and str(w).startswith("F")) or k == "compute" else
-              "#999999" for w, k in zip(tl.what, tl.kind, strict=True)]
-    if len(tl.start):
-        ax.barh(np.asarray(tl.resource), np.asarray(tl.end) - np.asarray(tl.start), left=tl.start,
-                color=colour, edgecolor="white", height=0.8, linewidth=0.3)
-    ax.set_yticks(range(len(tl.resources)), labels=list(tl.resources))
-    ax.invert_yaxis()
-    ax.set_xlabel("ms")
-    ax.set_title(title)
-    parts.append(f'<h2>{"Pipeline" if gantt == "pipeline" else "Timeline"}</h2>'
-                 f'<img alt="{html.escape(gantt)} Gantt" src="{_png(fig)}">')
-    plt.close(fig)
+    image = gantt_png(plt, tl, title=title, phases=gantt == "pipeline")
+    parts = [f'<h2>{"Pipeline" if gantt == "pipeline" else "Timeline"}</h2>'
+             f'<img alt="{html.escape(gantt)} Gantt" src="{image}">']
     if tl.memory:
         fig, ax = plt.subplots(figsize=(9, 3))
         for dev, curve in tl.memory.items():
@@ -161,7 +135,7 @@ def _timeline_figures(plt: Any, tl: Any, *, title: str, gantt: str) -> list[str]
         ax.set_ylabel("MB")
         ax.legend(fontsize="small")
         ax.set_title("memory over the step")
-        parts.append(f'<h2>Memory</h2><img alt="memory over time" src="{_png(fig)}">')
+        parts.append(f'<h2>Memory</h2><img alt="memory over time" src="{png(fig)}">')
         plt.close(fig)
     return parts
 
@@ -251,7 +225,7 @@ def _decision(rep: ReportInput, ev: Any) -> list[str]:
              for r in srows]
     return ["<h2>Decision</h2><table>" + "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows) + "</table>",
-        "<h2>Stages</h2>" + _table(head, table)]
+        "<h2>Stages</h2>" + html_table(head, table)]
 
 
 def _node_modules(rep: ReportInput) -> list[str] | None:
@@ -265,7 +239,7 @@ def _measured(m: dict[str, Any]) -> str:
     """The section of a run's measurements beside their prediction."""
     head = f"<h2>Predicted against measured ({html.escape(str(m.get('steps')))} timed steps)</h2>"
     notes = "".join(f"<p>{html.escape(n)}</p>" for n in m.get("notes", []))
-    return head + _table(("", "predicted", "measured (median)", "min-max", "error"),
+    return head + html_table(("", "predicted", "measured (median)", "min-max", "error"),
                          [list(r) for r in m["rows"]]) + notes
 
 
@@ -351,7 +325,7 @@ def _build_report(rep: ReportInput) -> str:
     if decision:
         parts += decision[1:]
     elif kind == "iteration":
-        parts.append("<h2>Layers</h2>" + _table(
+        parts.append("<h2>Layers</h2>" + html_table(
             ("layer", "op", "output (N, C, H, W)", "configuration", "devices"), layer_rows(problem, plan)))
     else:
         head = ["stage", "device", "operators", "modules", "parameters", "forward ms", "backward ms",
@@ -365,24 +339,19 @@ def _build_report(rep: ReportInput) -> str:
                    f"{st.load:.4g}"]
             row += [_fmt_bytes(float(memory.get(st.device, {}).get(k, 0.0))) for k in mem_keys]
             stage_rows.append(row)
-        parts.append("<h2>Stages</h2>" + _table(head, stage_rows))
+        parts.append("<h2>Stages</h2>" + html_table(head, stage_rows))
     if rep.measured:
         parts.append(_measured(rep.measured))
     parts += figures
     if kind != "iteration":
         parts.append("<h2>Placement</h2>" + placement_svg(problem, plan, modules=modules))
     if rep.comparison:
-        parts.append("<h2>Methods compared</h2>" + _table(
+        parts.append("<h2>Methods compared</h2>" + html_table(
             ("method", "status", "objective ms", "bound ms", "gap", "vs best", "seconds", "search space"),
             [(r["method"], r["status"], _num(r["objective"]), _num(r["bound"]),
               "-" if r["gap"] is None else f"{100 * r['gap']:.2f}%", r["vs_best"],
               "-" if r["seconds"] is None else f"{r['seconds']:.2f}", str(r["note"]))
              for r in rep.comparison], cls="compare"))
 
-    style = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
-             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}"
-             "th{background:#f3f3f3}"
-             "img{max-width:100%}svg{border:1px solid #eee;margin:1em 0}")
-    title = f"dnnpart plan report: {html.escape(str(meta.get('model') or problem.name))}"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style>"
-            f"</head><body><h1>{title}</h1>{''.join(parts)}</body></html>")
+    return html_page(f"dnnpart plan report: {meta.get('model') or problem.name}", "".join(parts),
+                     style="svg{border:1px solid #eee;margin:1em 0}")
