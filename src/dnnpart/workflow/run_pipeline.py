@@ -463,6 +463,10 @@ def _run(args: argparse.Namespace, launch: dict[str, Any], rank: int, world: int
                 failed |= _report_training(step, values, grads, reference, batches)
     verdict = [failed]
     dist.broadcast_object_list(verdict, src=world - 1)
+    # every rank done before any tears its connections down: a gloo peer that closes first
+    # can abort the other's process (seen once: SIGABRT after a passed check), as the other
+    # runtimes (export.runtime, export.training_run) wait too
+    dist.barrier()
     return 1 if verdict[0] else 0
 
 
