@@ -237,6 +237,41 @@ def test_a_strided_convolution_and_its_backward_are_their_own_kind() -> None:
     assert keys[1, 160, True] == ["depthwise_conv:conv_backward_cl", "depthwise_conv:conv_cl"]
 
 
+@pytest.mark.parametrize(("channels", "kernel", "op_type", "layout", "key"), [
+    (768, 7, "conv_backward", "channels_last", "depthwise_conv:conv_backward_cl@wide"),
+    (672, 7, "conv_backward", "channels_last", "depthwise_conv:conv_backward_cl@wide"),
+    (640, 7, "conv_backward", "channels_last", "depthwise_conv:conv_backward_cl@32"),
+    (768, 3, "conv_backward", "channels_last", "depthwise_conv:conv_backward_cl@32"),  # 7 MB
+    (768, 7, "conv_backward", None, "depthwise_conv:conv_backward@32"),  # NCHW: no such block
+    (768, 7, "conv", "channels_last", "depthwise_conv:conv_cl@32"),  # forward: none either
+])
+def test_a_channels_last_depthwise_backward_with_a_fresh_workspace_has_its_own_bucket(
+        channels: int, kernel: int, op_type: str, layout: str | None, key: str) -> None:
+    """A channels-last depthwise backward whose weight-gradient workspace (1 KiB per channel
+    and tap) reaches a fresh allocation is ``@wide`` whatever its positions (2 x 4 x 4 here,
+    else the ``@32`` bucket): at 7 x 7 that is from 672 channels on, not at 640."""
+    from dnnpart.cost.ops import FRESH_ALLOCATION_BYTES, depthwise_workspace_bytes
+
+    shape = (2, channels, 4, 4)
+    spec = OpSpec(op_type=op_type, input_shapes=(shape, shape) if op_type == "conv_backward" else (shape,),
+                  output_shapes=(shape,), weight_shapes=((channels, 1, kernel, kernel),),
+                  attrs={"memory_format": layout} if layout else {})
+    assert operator_work(spec).cost_key == key
+    assert depthwise_workspace_bytes(spec) == channels * kernel * kernel * 1024
+    assert (depthwise_workspace_bytes(spec) >= FRESH_ALLOCATION_BYTES) == key.endswith("@wide") \
+        or op_type == "conv" or layout is None
+
+
+def test_a_wide_bucket_without_parameters_is_priced_as_the_unbucketed_kind() -> None:
+    """A machine file calibrated before ``@wide`` existed prices it as its kind without a bucket."""
+    spec = DeviceSpec(name="cal", kind="accelerator", peak_flops=2e12, memory_bandwidth=3e11,
+                      op_classes=(OpClassCost(name="depthwise_conv", flops_rate=1e11),
+                                  OpClassCost(name="depthwise_conv:conv_backward_cl", flops_rate=1e10),
+                                  OpClassCost(name="depthwise_conv:conv_backward_cl@32", flops_rate=1e9)))
+    got = device_time_s([1e9], [0.0], ["depthwise_conv:conv_backward_cl@wide"], spec)
+    assert got.tolist() == pytest.approx([0.1])
+
+
 def test_a_strided_kind_without_parameters_is_priced_as_its_plain_kind() -> None:
     """A machine file calibrated before strided convolutions were measured apart prices them
     as it did: the bucketed plain kind, then the plain kind."""

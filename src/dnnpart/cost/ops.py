@@ -45,10 +45,22 @@ operand stored channels-last (``conv_cl``, ``conv_backward_cl``: a ConvNeXt bloc
 gradient comes back through a ``permute`` from ``NHWC``) ran its backward 2-3 times as fast as
 on ``NCHW`` here (batch 2, 96-384 channels, 7x7). A depthwise convolution over at most 32 or
 128 output positions (batch x pixels: a CNN's last stages) has the bucket too
-(``depthwise_conv:conv_backward_cl@32``): there the weight gradient runs near scalar speed,
-about 0.1 us per (image, channel, kernel tap) whatever the pixels (one thread: 768 channels at
-4x4 took 7.4 ms for 4.8 MFLOP, 96 channels at 32x32 5.9 ms for 38.5 MFLOP), which one FLOP and
-byte rate per kind cannot fit across sizes. The layout is read from the capture's fake
+(``depthwise_conv:conv_backward_cl@32``): its kernels run further below the rate of large
+maps than one FLOP and byte rate per kind fits across sizes. A
+channels-last backward whose weight-gradient
+workspace (:func:`depthwise_workspace_bytes`) reaches
+:data:`FRESH_ALLOCATION_BYTES` has the bucket ``@wide`` instead (``conv_backward_cl@wide``):
+oneDNN's AVX-512 kernels compute that gradient as a grouped convolution with one 16 x 16
+block per channel and kernel tap, a scratchpad of ``channels x taps x 1 KiB`` (38.5 MB at
+768 channels, 7 x 7: 9,409 page faults per call, 12.25 pages per channel at 672-1,024
+channels), which a run's heap maps afresh on every call. One thread, batch 2, 4 x 4 pixels:
+4.3 ms at 640 channels (30.6 MiB, below), 18.2 ms at 672, 21.1 ms at 768, 26.8 ms at 1,024,
+about as long at 8 x 8 pixels; ConvNeXt-tiny's last stage (768 channels, 7 x 7) spent 65 ms
+per micro-batch there against 18 ms priced by the small-position bucket. ``calibrate`` times
+that bucket with the heap's free pages released before each pass (a run's state, not that
+of a heap left large by other cases, where the same call took 5-6 ms); forward, and the
+``NCHW`` backward (3.6 ms at 768), allocate no such block. A machine whose library needs no
+such block fits the bucket like its neighbours. The layout is read from the capture's fake
 tensors, which know a ``permute``'s strides but not always a CPU convolution's own output
 layout (eager keeps channels-last through it, the fake kernel does not). The
 classes describe eager torch, which calibration measures: ``transpose``/``slice``/``split``
@@ -528,6 +540,29 @@ FRESH_ALLOCATION_BYTES = 32 * 2**20
 SMALL_DIM_BUCKETS = (32, 128)
 
 
+#: Bytes per channel, kernel tap and byte of element of the scratchpad a depthwise
+#: convolution's channels-last weight gradient takes on a CPU (oneDNN's AVX-512 grouped
+#: kernel: one 16 x 16 block per channel and tap); from :data:`FRESH_ALLOCATION_BYTES` on it
+#: is the bucket ``@wide`` (module docstring).
+DEPTHWISE_WORKSPACE_PER_TAP = 16 * 16
+
+
+def depthwise_workspace_bytes(spec: OpSpec) -> int:
+    """Bytes of a depthwise convolution backward's weight-gradient scratchpad on a CPU
+    (:data:`DEPTHWISE_WORKSPACE_PER_TAP` per channel and kernel tap); 0 without a 4-D weight.
+
+    Examples
+    --------
+    >>> depthwise_workspace_bytes(OpSpec(op_type="conv_backward", input_shapes=((2, 768, 4, 4),),
+    ...                                  output_shapes=((2, 768, 4, 4),), weight_shapes=((768, 1, 7, 7),)))
+    38535168
+    """
+    if not spec.weight_shapes or len(spec.weight_shapes[0]) != 4:
+        return 0
+    channels, _, kh, kw = (int(d) for d in spec.weight_shapes[0])
+    return channels * kh * kw * DEPTHWISE_WORKSPACE_PER_TAP * spec.itemsize
+
+
 #: A product with an operand of at least this many bytes streams it from memory no
 #: last-level cache holds (a language model's head: 512 x 50,257 weights, 103 MB), and runs
 #: at 60-65% of the rate of a block's products of the same FLOPs per byte on a CPU: the size
@@ -653,7 +688,9 @@ def operator_work(spec: OpSpec) -> Work:
         # a depthwise convolution's GEMM has a kernel-sized reduction: its positions decide
         small = output_positions(spec) if cls == "depthwise_conv" else gemm_min_dim(spec)
         bucket = next((b for b in SMALL_DIM_BUCKETS if 0 < small <= b), 0)
-        if bucket:
+        if kind == "conv_backward_cl" and depthwise_workspace_bytes(spec) >= FRESH_ALLOCATION_BYTES:
+            kind += "@wide"
+        elif bucket:
             kind += f"@{bucket}"
         elif cls == "matmul" and _largest_operand(spec) >= CACHE_BEYOND_BYTES:
             kind += "@big"

@@ -29,8 +29,9 @@ OP_CLASSES = ("matmul", "conv", "depthwise_conv", "attention", "elementwise", "n
 #: A finer cost key ``CLASS:KIND`` (``elementwise:tanh``, ``matmul:nt``, ``conv:conv@32``): the
 #: kind is an operator type or a matrix product's operand layout, with ``@D`` for a product
 #: whose smallest dimension is at most ``D``, ``@big`` for one with an operand past a
-#: last-level cache (:attr:`dnnpart.cost.ops.Work.op_kind`).
-_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}(@([0-9]{1,9}|big))?")
+#: last-level cache, ``@wide`` for a depthwise backward whose workspace is a fresh allocation
+#: (:attr:`dnnpart.cost.ops.Work.op_kind`).
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}(@([0-9]{1,9}|big|wide))?")
 
 
 def class_of(name: str) -> str:

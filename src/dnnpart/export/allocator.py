@@ -18,6 +18,11 @@ trimmed, and blocks of ``FRESH_ALLOCATION_BYTES`` or more are mapped per allocat
 ranks, launched CPU ranks and ``calibrate`` call it, so measured and calibrated operators run
 on the same heap. A process keeps its peak heap mapped until it exits (its resident size, not
 its tensors' peak, which is what ``run`` measures).
+
+:func:`release_freed_heap` hands the pages of the heap's free blocks back to the kernel, so
+that the next use of a block faults them in again: ``calibrate`` calls it before timing an
+operator whose workspace a run maps afresh on every call (a heap left large by the other
+cases would serve it from pages already mapped).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from typing import Any
 
 from dnnpart.cost.ops import FRESH_ALLOCATION_BYTES
 
@@ -47,14 +53,42 @@ def keep_freed_heap() -> bool:
     >>> isinstance(keep_freed_heap(), bool)
     True
     """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):  # no such library, or a C library without mallopt
+    mallopt = _libc("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)) and bool(
         mallopt(M_MMAP_THRESHOLD, FRESH_ALLOCATION_BYTES))
+
+
+def release_freed_heap() -> bool:
+    """Return the pages of the heap's free blocks to the kernel (glibc's ``malloc_trim(0)``);
+    whether the C library has it.
+
+    Examples
+    --------
+    >>> isinstance(release_freed_heap(), bool)
+    True
+    """
+    trim = _libc("malloc_trim")
+    if trim is None:
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
+
+
+@functools.cache
+def _libc(function: str) -> Any:
+    """The C library's ``function`` through ctypes (looked up once: ``find_library`` runs
+    ``ldconfig``); None where there is no such library or it lacks the function (not glibc:
+    macOS, musl)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(name), function)
+    except (OSError, AttributeError):
+        return None

@@ -47,12 +47,14 @@ def time_fx_nodes(
     gm: fx.GraphModule, example_inputs: Sequence[Any], *, repeats: int = 10, warmup: int = 3,
     sync: Callable[[], Any] | None = None,
     host: dict[str, float] | None = None,
+    before_pass: Callable[[], Any] | None = None,
 ) -> dict[str, float]:
     """Median time in ms of every node of ``gm`` that ran, by node name (module docstring).
 
     ``sync`` is called before and after each node (``torch.cuda.synchronize`` to time a GPU);
     with it, ``host`` (when given) receives each node's median ms until its call returned,
-    before the wait for its kernels: the host's launch cost.
+    before the wait for its kernels: the host's launch cost. ``before_pass`` is called, untimed,
+    before each pass over the graph.
     """
     torch = require("torch", extra="torch", caller="profiling")
     from torch import fx
@@ -95,6 +97,8 @@ def time_fx_nodes(
         with torch.no_grad():
             for i in range(warmup + repeats):
                 interp.record = i >= warmup
+                if before_pass is not None:
+                    before_pass()
                 interp.run(*example_inputs)
     finally:
         if enabled:

@@ -15,7 +15,9 @@ language model's head: a product 16,384-30,522 wide, whose weight no cache holds
 runs at 40-60% of a block's FLOP rate on a CPU), and skinny products in each bucket of
 :data:`~dnnpart.cost.ops.SMALL_DIM_BUCKETS` (32 or 128 rows; a CNN's last blocks at a few
 pixels), strided convolutions (a CNN's downsampling, three in each bucket: they run below
-a stride-1 convolution of the same GEMM) and depthwise ones on channels-last tensors;
+a stride-1 convolution of the same GEMM) and depthwise ones on channels-last tensors (with
+their backward's ``@wide`` bucket, whose workspace is a fresh allocation: timed on a heap
+whose free pages were released, :attr:`Case.fresh_heap_ops`);
 ``quick`` keeps the two smallest of each case.
 """
 
@@ -37,6 +39,9 @@ class Case:
     op_class: str
     sizes: tuple[tuple[int, ...], ...]
     build: Callable[[tuple[int, ...], str], Built]
+    #: aten operators timed with the heap's free pages released before each pass (a run maps
+    #: their large workspace afresh on every call); when given, only they are samples
+    fresh_heap_ops: tuple[str, ...] = ()
 
 
 def _randn(*shape: int, device: str, grad: bool = True) -> Any:
@@ -260,11 +265,15 @@ CASES: tuple[Case, ...] = (
     # channels-last (a ConvNeXt's blocks): its gradient arrives channels-last too (``ones_like``)
     Case("depthwise conv2d channels-last", "depthwise_conv",
          ((2, 96, 32, 96, 7, 96), (2, 192, 16, 192, 7, 192), (2, 384, 8, 384, 7, 384),
-          (2, 768, 4, 768, 7, 768),
           # three in each position bucket (@128: 33-128 positions, @32: 32 or fewer, larger)
           (4, 96, 16, 96, 7, 96), (2, 192, 8, 192, 7, 192), (8, 256, 4, 256, 7, 256),
-          (1, 768, 4, 768, 7, 768), (2, 256, 4, 256, 7, 256)),
+          (1, 512, 4, 512, 7, 512), (2, 256, 4, 256, 7, 256), (2, 384, 4, 384, 7, 384)),
          _channels_last_conv),
+    # a backward whose weight-gradient workspace is a fresh allocation (the @wide bucket)
+    Case("depthwise conv2d channels-last, wide", "depthwise_conv",
+         ((1, 768, 4, 768, 7, 768), (2, 768, 4, 768, 7, 768), (2, 1024, 4, 1024, 7, 1024),
+          (2, 768, 8, 768, 7, 768)),
+         _channels_last_conv, fresh_heap_ops=("convolution_backward",)),
     Case("attention", "attention", ((1, 2, 32, 32), (2, 4, 64, 64), (2, 8, 128, 64), (4, 8, 256, 64),
                                     (2, 8, 512, 64)), _attention),
     Case("add", "elementwise", ((1, 64), (16, 256), (128, 512), (512, 1024), (2048, 2048)),
