@@ -164,12 +164,8 @@ def _sides(consumer: LayerSpec, axis: int, alo: IntArray, ahi: IntArray, nlo: In
 
 def edge_read_volume(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace) -> IntArray:
     """:func:`read_volume` of every producer tile against every consumer tile of input ``k``:
-    ``(C_producer, C_consumer, T_producer, T_consumer)``.
-
-    A box intersection's volume is the product of its sides, and along one axis a space's tiles
-    have few distinct intervals: each axis's sides are computed between those (the arithmetic
-    of :func:`read_volume`) and gathered into the tile pairs, one multiplication per axis
-    (Inception-v3's tables on 16 devices: 54 M tile pairs).
+    ``(C_producer, C_consumer, T_producer, T_consumer)`` (broadcast boxes: for small edges;
+    :func:`transfer_costs` prices large ones pair by pair without this array).
 
     Examples
     --------
@@ -178,44 +174,56 @@ def edge_read_volume(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: C
     >>> g = lenet5(4)
     >>> a, b = config_space(g.layers[0], 2), config_space(g.layers[1], 2)
     >>> vol = edge_read_volume(a, g.layers[1], 0, b)
-    >>> ref = read_volume(g.layers[1], 0, a.lo[:, None, :, None, :], a.hi[:, None, :, None, :],
-    ...                   b.lo[None, :, None, :, :], b.hi[None, :, None, :, :])
-    >>> vol.shape, bool((vol == ref).all())
-    ((4, 5, 2, 2), True)
+    >>> both_by_samples = vol[a.index((2, 1, 1, 1)), b.index((2, 1, 1, 1))]
+    >>> vol.shape, both_by_samples.tolist()  # each tile reads its own 2 x 28 x 28 half
+    ((4, 5, 2, 2), [[1568, 0], [0, 1568]])
     """
-    return _edge_volume(producer, consumer, k, cons).astype(np.int64)
+    return read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
+                       cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :])
 
 
-#: Tile pairs up to which an edge's volumes are computed by broadcasting boxes directly.
+#: Tile pairs up to which :func:`transfer_costs` broadcasts an edge's tile boxes (numpy);
+#: above, a compiled loop prices each pair from per-axis tables of distinct intervals.
 _DIRECT_PAIRS = 1 << 14
 
 
-def _edge_volume(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace) -> FloatArray:
-    """:func:`edge_read_volume` as floats (exact: counts below 2**53), broadcast: an axis whose
-    sides depend on one side's tiles only (a convolution reads every channel) gathers a
-    ``(C, 1, T, 1)`` or ``(1, C, 1, T)`` factor, not a whole ``(Ci, Cj, Ts, Tt)`` one."""
-    shape = (producer.lo.shape[0], cons.lo.shape[0], producer.lo.shape[1], cons.lo.shape[1])
-    if math.prod(shape) <= _DIRECT_PAIRS:  # small: broadcasting costs less than finding intervals
-        return read_volume(consumer, k, producer.lo[:, None, :, None, :], producer.hi[:, None, :, None, :],
-                           cons.lo[None, :, None, :, :], cons.hi[None, :, None, :, :]).astype(np.float64)
+def _axis_sides(producer: ConfigSpace, consumer: LayerSpec, k: int,
+                cons: ConfigSpace) -> list[tuple[IntArray, IntArray, FloatArray]]:
+    """Per axis, ``(p_of, c_of, sides)``: each producer tile's row and each consumer tile's
+    column of ``sides``, the elements along that axis a consumer tile reads of a producer tile,
+    between the distinct intervals only (a side with one row or column broadcasts)."""
     nlo, nhi = input_region(consumer, k, cons.lo, cons.hi)
-    factors = []
+    out = []
     for axis in range(producer.lo.shape[-1]):
         p_of, (alo, ahi) = _distinct(producer.lo[..., axis], producer.hi[..., axis])
         c_of, (rlo, rhi, olo, ohi) = _distinct(nlo[..., axis], nhi[..., axis], cons.lo[..., axis],
                                                cons.hi[..., axis])
         sides = _sides(consumer, axis, alo[:, None], ahi[:, None], rlo[None, :], rhi[None, :],
                        olo[None, :], ohi[None, :]).astype(np.float64)
-        rows = p_of[:, None, :, None] if sides.shape[0] > 1 else np.zeros((1, 1, 1, 1), np.int64)
-        cols = c_of[None, :, None, :] if sides.shape[1] > 1 else np.zeros((1, 1, 1, 1), np.int64)
-        factors.append(sides[rows, cols])
-    factors.sort(key=lambda f: f.size)  # the small factors first: one whole-size product at most
-    vol = factors[0]
-    for f in factors[1:]:
-        vol = vol * f if vol.size < f.size or vol.shape != np.broadcast_shapes(vol.shape, f.shape) \
-            else np.multiply(vol, f, out=vol)
-    out: FloatArray = np.broadcast_to(vol, shape)
+        out.append((p_of, c_of, sides))
     return out
+
+
+def _compiled_transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace,
+                             inv: FloatArray, serial: bool) -> tuple[FloatArray, FloatArray]:
+    """:func:`transfer_costs` of a large edge by :func:`~dnnpart.layerwise.kernels.edge_transfer_tables`,
+    from its per-axis sides (:func:`_axis_sides`), stacked into one padded table."""
+    from dnnpart.layerwise.kernels import edge_transfer_tables
+
+    per_axis = _axis_sides(producer, consumer, k, cons)
+    sides = np.zeros((len(per_axis), max(s.shape[0] for _, _, s in per_axis),
+                      max(s.shape[1] for _, _, s in per_axis)))
+    for a, (_, _, side) in enumerate(per_axis):
+        sides[a, :side.shape[0], :side.shape[1]] = side
+    p_of = np.stack([p for p, _, _ in per_axis]).astype(np.int64)
+    c_of = np.stack([c for _, c, _ in per_axis]).astype(np.int64)
+    shape = (len(producer), len(cons))
+    fwd, bwd, moved = np.empty(shape), np.empty(shape), np.empty(shape)
+    # padding tiles (device -1) have empty boxes: every volume with them is 0
+    edge_transfer_tables(p_of, c_of, sides, producer.device.astype(np.int64),
+                         cons.device.astype(np.int64), inv, float(BYTES_PER_ELEMENT), serial,
+                         fwd, bwd, moved)
+    return fwd + bwd, moved
 
 
 def _distinct(*columns: IntArray) -> tuple[IntArray, tuple[IntArray, ...]]:
@@ -276,7 +284,10 @@ def transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: Con
     """
     _check_transfers(transfers)
     inv = inverse_bandwidth(bandwidth)
-    bytes_ = _edge_volume(producer, consumer, k, cons) * BYTES_PER_ELEMENT  # (Ci, Cj, Ts, Tt)
+    shape = (producer.lo.shape[0], cons.lo.shape[0], producer.lo.shape[1], cons.lo.shape[1])
+    if math.prod(shape) > _DIRECT_PAIRS:  # large: priced pair by pair, no tile-pair arrays
+        return _compiled_transfer_costs(producer, consumer, k, cons, inv, transfers == "serial")
+    bytes_ = edge_read_volume(producer, consumer, k, cons) * float(BYTES_PER_ELEMENT)  # (Ci, Cj, Ts, Tt)
     src = producer.device[:, None, :, None]
     dst = cons.device[None, :, None, :]
     seconds = bytes_ * _gather_inv(inv, src, dst)

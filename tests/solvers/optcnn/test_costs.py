@@ -121,11 +121,13 @@ def random_bandwidth(rng: np.random.Generator, d: int) -> np.ndarray:
     return bw
 
 
-@pytest.mark.parametrize("direct_pairs", [0, 1 << 14], ids=["intervals", "default"])
+@pytest.mark.parametrize("direct_pairs", [0, 1 << 14], ids=["compiled", "default"])
 def test_transfer_equals_voxel_counting(direct_pairs: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """>= 200 random (layer, configuration pair, topology) cases; a third on two-level topologies.
-    Small edges broadcast their tile boxes directly; ``direct_pairs=0`` sends every edge through
-    the distinct intervals per axis, the path of large ones."""
+    Small edges broadcast their tile boxes directly (numpy); ``direct_pairs=0`` sends every edge
+    through the path of large ones, the compiled loop over tile pairs
+    (:func:`dnnpart.layerwise.kernels.edge_transfer_tables`), whose plain twin is the voxel
+    counting here."""
     from dnnpart.layerwise import costs
 
     monkeypatch.setattr(costs, "_DIRECT_PAIRS", direct_pairs)
