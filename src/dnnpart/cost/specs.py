@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from dnnpart._yaml import safe_load
 from dnnpart.devices.specs import (
     ACCELERATOR,
     CPU,
@@ -98,10 +99,8 @@ def parse_catalog(data: Any, source: str = "<catalog>") -> Catalog:
 
 @lru_cache(maxsize=1)
 def _builtin() -> Catalog:
-    import yaml
-
     text = resources.files("dnnpart.cost").joinpath("presets.yaml").read_text(encoding="utf-8")
-    return parse_catalog(yaml.safe_load(text), "presets.yaml")
+    return parse_catalog(safe_load(text), "presets.yaml")
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -123,7 +122,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     try:
         text = read_bounded(p, what="spec file").decode("utf-8")
         check_nesting(text, str(p))  # the YAML parser recurses: refuse deep nesting first
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FormatError(f"{p}: not a readable YAML/JSON spec file ({exc})") from None
     return merged(base, parse_catalog(data, str(p)))

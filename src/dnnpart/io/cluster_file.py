@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnpart._yaml import safe_load
 from dnnpart.devices.cluster import Cluster, Device, Link
 from dnnpart.devices.presets import reference_cluster, two_level_cluster
 from dnnpart.devices.specs import device_spec_from_dict, device_spec_to_dict
@@ -319,7 +320,7 @@ def read_cluster_data(path: str | Path) -> Any:
         try:
             text = raw.decode()
             check_nesting(text, str(p))
-            data = yaml.safe_load(text)
+            data = safe_load(text)
             check_alias_expansion(data, str(p))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise FormatError(f"{p}: invalid YAML ({f.one_line(str(exc))})") from None
