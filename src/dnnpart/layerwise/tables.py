@@ -63,11 +63,13 @@ class CostTables:
 
 
 def table_peak_bytes(layers: LayerGraph, devices: int) -> int:
-    """Working memory of :func:`build_tables`' largest edge, from the configuration counts
-    alone (cheap: degree vectors, no tiles): 32 bytes per pair of tiles
+    """Working memory of :func:`build_tables`' largest edge priced with numpy arrays, from the
+    configuration counts alone (cheap: degree vectors, no tiles): 32 bytes per pair of tiles
     (``C_producer x C_consumer x devices^2``), the float64 arrays over those pairs that
-    :func:`~dnnpart.layerwise.costs.transfer_costs` holds at once (volumes, seconds, a masked
-    copy) with room.
+    :func:`~dnnpart.layerwise.costs.transfer_costs` would hold at once (volumes, seconds, a
+    masked copy) with room. Its compiled loop for large edges holds none of them but visits
+    every pair, so the same bound keeps an edge's work within what a time limit can wait for
+    (the loop does not stop midway).
 
     Examples
     --------
