@@ -4,7 +4,7 @@ two ranks of this machine's CPU, priced by this machine's calibration (issue 29,
 For every case (whole processes, the CLI as a user runs it):
 
 1. ``dnnpart calibrate -o machine.yaml`` once (or ``--machine FILE``, a machine file of this
-   machine), one thread per rank;
+   machine; ``--calibrate-each``: again before every case), one thread per rank;
 2. ``dnnpart plan SPEC --cluster machine.yaml ...`` (the default ``block-pipeline`` for training,
    over the model's blocks; two ranks);
 3. ``dnnpart run plan.json --steps N --json``: the checked step, then ``N`` timed steps;
@@ -22,7 +22,7 @@ prediction orders them the same way.
 Usage::
 
     PYTHONPATH=src python benchmarks/prediction_accuracy.py [CASE ...] [--machine FILE]
-        [--steps 5] [--out FILE]
+        [--calibrate-each] [--steps 5] [--out FILE]
 
 Writes ``bench-results/prediction_accuracy.md`` and ``.json`` (the published copy:
 ``docs/results/prediction-accuracy.md``).
@@ -470,6 +470,9 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="cases (default: all): " + ", ".join(c.name for c in CASES))
     parser.add_argument("--machine", help="a machine file of this machine (default: calibrate one)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
+    parser.add_argument("--calibrate-each", action="store_true",
+                        help="calibrate again just before every case (a shared machine's speed drifts "
+                        "over the minutes a run of the eight cases takes); not with --machine")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the ranks run and what is calibrated (default cpu)")
     parser.add_argument("--ranks", type=int, help="ranks of the machine file's device (default: "
@@ -493,6 +496,8 @@ def main() -> int:
         return reprice(args)
     args.out = args.out or str(REPO / "bench-results" / (
         "prediction_accuracy.md" if args.device == "cpu" else "prediction_accuracy_cuda.md"))
+    if args.calibrate_each and args.machine:
+        parser.error("--calibrate-each calibrates: not with --machine")
     unknown = sorted(set(args.names) - {c.name for c in CASES})
     if unknown:
         parser.error(f"unknown case(s): {', '.join(unknown)}")
@@ -526,16 +531,28 @@ def main() -> int:
         out.with_suffix(".json").write_text(json.dumps(
             {"rows": rows, "summary": summary, "device": args.device, "ranks": args.ranks}, indent=1))
 
+    def calibrate() -> float | None:
+        """Calibrate the machine file; the reference workload's time then (None: failed)."""
+        ref = reference_seconds()
+        if args.machine:
+            return ref
+        proc = _cli(["calibrate", "-o", str(machine), "--quiet", "--device", args.device], tmp, env)
+        if proc.returncode != 0:
+            print(f"calibrate failed: {_error_line(proc)}", file=sys.stderr)
+            return None
+        if args.device != "cpu":  # kept: the GPU's calibration is published with its table
+            shutil.copy(machine, out.with_name(out.stem + "_machine.yaml"))
+        return ref
+
     try:
-        calibrated_ref = reference_seconds()
-        if not args.machine:
-            proc = _cli(["calibrate", "-o", str(machine), "--quiet", "--device", args.device], tmp, env)
-            if proc.returncode != 0:
-                print(f"calibrate failed: {_error_line(proc)}", file=sys.stderr)
-                return 1
-            if args.device != "cpu":  # kept: the GPU's calibration is published with its table
-                shutil.copy(machine, out.with_name(out.stem + "_machine.yaml"))
-        for case in chosen:
+        calibrated_ref = calibrate()
+        if calibrated_ref is None:
+            return 1
+        for n, case in enumerate(chosen):
+            if args.calibrate_each and n > 0:
+                calibrated_ref = calibrate()
+                if calibrated_ref is None:
+                    return 1
             ref = reference_seconds()
             row = run_case(case, machine, args.steps, tmp, env, ranks=args.ranks, device=args.device)
             row["machine_speed"] = calibrated_ref / ref  # < 1: slower than when calibrated

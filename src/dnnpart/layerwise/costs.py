@@ -1,7 +1,9 @@
 """The three cost functions of paper 3, §5.1: t_C, t_X, t_S, each over whole configuration tables.
 
-Every function is vectorised over configurations with numpy broadcasting; a single pair is
-the same call on one-row spaces (see :func:`dnnpart.layerwise.configs.ConfigSpace`).
+Every function is vectorised over configurations with numpy broadcasting, except t_X of an
+edge with more than ``_DIRECT_PAIRS`` tile pairs, which a compiled loop prices pair by pair
+(:mod:`dnnpart.layerwise.kernels`); a single pair is the same call on one-row spaces (see
+:func:`dnnpart.layerwise.configs.ConfigSpace`).
 Tensors are FP32 (:data:`BYTES_PER_ELEMENT`).
 
 Choices where the paper is silent (also in ``docs/methods/optcnn.md``, each tested):
@@ -191,7 +193,8 @@ def _axis_sides(producer: ConfigSpace, consumer: LayerSpec, k: int,
                 cons: ConfigSpace) -> list[tuple[IntArray, IntArray, FloatArray]]:
     """Per axis, ``(p_of, c_of, sides)``: each producer tile's row and each consumer tile's
     column of ``sides``, the elements along that axis a consumer tile reads of a producer tile,
-    between the distinct intervals only (a side with one row or column broadcasts)."""
+    between the distinct intervals only (a box intersection's volume is the product of its
+    sides, and along one axis a space's tiles have few distinct intervals)."""
     nlo, nhi = input_region(consumer, k, cons.lo, cons.hi)
     out = []
     for axis in range(producer.lo.shape[-1]):
