@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scenarios",),
     ("problem", "plan", "stages"),
     ("graph", "devices"),
-    ("_entry", "_jit", "_optional", "limits", "_arrays", "interrupt", "errors"),
+    ("_entry", "_jit", "_optional", "_yaml", "limits", "_arrays", "interrupt", "errors"),
 )
 
 def _unit(module: str) -> str | None:
