@@ -2,7 +2,7 @@
 
 Every function is vectorised over configurations with numpy broadcasting, except t_X of an
 edge with more than ``_DIRECT_PAIRS`` tile pairs, which a compiled loop prices pair by pair
-(:mod:`dnnpart.layerwise.kernels`); a single pair is the same call on one-row spaces (see
+(:mod:`dnnpart.layerwise.transfer_kernel`); a single pair is the same call on one-row spaces (see
 :func:`dnnpart.layerwise.configs.ConfigSpace`).
 Tensors are FP32 (:data:`BYTES_PER_ELEMENT`).
 
@@ -209,9 +209,10 @@ def _axis_sides(producer: ConfigSpace, consumer: LayerSpec, k: int,
 
 def _compiled_transfer_costs(producer: ConfigSpace, consumer: LayerSpec, k: int, cons: ConfigSpace,
                              inv: FloatArray, serial: bool) -> tuple[FloatArray, FloatArray]:
-    """:func:`transfer_costs` of a large edge by :func:`~dnnpart.layerwise.kernels.edge_transfer_tables`,
-    from its per-axis sides (:func:`_axis_sides`), stacked into one padded table."""
-    from dnnpart.layerwise.kernels import edge_transfer_tables
+    """:func:`transfer_costs` of a large edge by
+    :func:`~dnnpart.layerwise.transfer_kernel.edge_transfer_tables`, from its per-axis sides
+    (:func:`_axis_sides`), stacked into one padded table."""
+    from dnnpart.layerwise.transfer_kernel import edge_transfer_tables
 
     per_axis = _axis_sides(producer, consumer, k, cons)
     sides = np.zeros((len(per_axis), max(s.shape[0] for _, _, s in per_axis),

@@ -126,7 +126,7 @@ def test_transfer_equals_voxel_counting(direct_pairs: int, monkeypatch: pytest.M
     """>= 200 random (layer, configuration pair, topology) cases; a third on two-level topologies.
     Small edges broadcast their tile boxes directly (numpy); ``direct_pairs=0`` sends every edge
     through the path of large ones, the compiled loop over tile pairs
-    (:func:`dnnpart.layerwise.kernels.edge_transfer_tables`), whose plain twin is the voxel
+    (:func:`dnnpart.layerwise.transfer_kernel.edge_transfer_tables`), whose plain twin is the voxel
     counting here."""
     from dnnpart.layerwise import costs
 
